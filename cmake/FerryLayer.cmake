@@ -1,0 +1,41 @@
+# ferry_layer(NAME DIR DEPS...) makes the static library ferry_<NAME> from every .cc below src/<DIR>.
+# Files named *_avx2.cc are the AVX2/FMA/F16C translation units: only they get those flags, and code reaches
+# them through run-time dispatch (include/ferry/core/cpu_features.h), so one binary runs on any x86-64.
+# Files below a cuda/ folder are built only with the CUDA backend.
+function(ferry_layer NAME DIR)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/*.cc)
+  file(GLOB_RECURSE cuda_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/*.cu)
+  list(FILTER srcs EXCLUDE REGEX "/cuda/")
+  file(GLOB_RECURSE cuda_cc CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/cuda/*.cc)
+  if(FERRY_HAVE_CUDA)
+    list(APPEND srcs ${cuda_srcs} ${cuda_cc})
+  endif()
+  if(NOT srcs)  # a layer with no sources yet is an interface target, so the layers above still link
+    add_library(ferry_${NAME} INTERFACE)
+    target_include_directories(ferry_${NAME} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(ferry_${NAME} INTERFACE ${ARGN})
+    return()
+  endif()
+  add_library(ferry_${NAME} STATIC ${srcs})
+  target_include_directories(ferry_${NAME} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(ferry_${NAME} PUBLIC ${ARGN} PRIVATE ferry_options)
+  foreach(f ${srcs})
+    if(f MATCHES "_avx2\\.cc$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    endif()
+  endforeach()
+endfunction()
+
+# ferry_test(LAYER DEPS...) makes one GoogleTest executable per layer from tests/<LAYER>/*_test.cc.
+function(ferry_test LAYER)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/${LAYER}/*.cc)
+  if(NOT srcs)
+    return()
+  endif()
+  add_executable(ferry_${LAYER}_tests ${srcs})
+  target_include_directories(ferry_${LAYER}_tests PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(ferry_${LAYER}_tests PRIVATE ${ARGN} ferry_test_support GTest::gtest_main GTest::gmock ferry_options)
+  target_compile_definitions(ferry_${LAYER}_tests PRIVATE
+    FERRY_SOURCE_DIR="${PROJECT_SOURCE_DIR}" FERRY_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  gtest_discover_tests(ferry_${LAYER}_tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${LAYER})
+endfunction()

@@ -1,0 +1,37 @@
+// Which instruction sets this CPU runs, decided once at run time. Kernels are compiled once per ISA (files named
+// *_avx2.cc get -mavx2 -mfma -mf16c, nothing else does) and chosen through cpu_isa(), so one binary runs on any
+// x86-64. The ISAs built:
+//   Scalar  always: the fallback and the test oracle.
+//   AVX2    AVX2 + FMA + F16C (Haswell, 2013, and later): 8-wide f32, hardware f16 conversion.
+// FERRY_ISA=scalar forces the scalar path (for tests and bug reports); set_cpu_isa does the same in code.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace ferry {
+
+enum class Isa { Scalar, AVX2 };
+
+bool cpu_supports(Isa isa) noexcept;
+/// The ISA kernels use now: the best supported one, unless overridden.
+Isa cpu_isa() noexcept;
+/// Forces an ISA (tests). Throws ferry::Error when the CPU lacks it.
+void set_cpu_isa(Isa isa);
+/// Every ISA this CPU supports, Scalar first (tests loop over it).
+std::vector<Isa> supported_isas();
+std::string_view isa_name(Isa isa) noexcept;
+
+/// RAII override of cpu_isa() for a scope (tests).
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(Isa isa) : saved_(cpu_isa()) { set_cpu_isa(isa); }
+  ~ScopedIsa() { set_cpu_isa(saved_); }
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  Isa saved_;
+};
+
+}  // namespace ferry

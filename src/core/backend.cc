@@ -1,0 +1,92 @@
+// Backend registry and the cpu backend (see include/ferry/core/backend.h).
+#include "ferry/core/backend.h"
+
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include "ferry/core/error.h"
+
+namespace ferry {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::shared_ptr<Storage> allocate(Device device, std::size_t nbytes) override {
+    return Storage::adopt(device, aligned_host_alloc(nbytes), nbytes, aligned_host_free);
+  }
+  void copy(void* dst, Device, const void* src, Device, std::size_t n) override {
+    if (n) std::memcpy(dst, src, n);
+  }
+  int device_count() const override { return 1; }
+  std::optional<std::size_t> free_memory(Device) const override { return std::nullopt; }
+};
+
+struct Registry {
+  std::mutex mu;
+  std::array<std::shared_ptr<Backend>, 5> backends;
+  Registry() { backends[static_cast<int>(Device::Kind::CPU)] = std::make_shared<CpuBackend>(); }
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;
+  return *r;
+}
+
+}  // namespace
+
+void install_virtual_devices_from_env();  // virtual_device.cc
+
+void register_backend(Device::Kind kind, std::shared_ptr<Backend> backend) {
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  r.backends[static_cast<int>(kind)] = std::move(backend);
+}
+
+std::shared_ptr<Backend> find_backend(Device::Kind kind) {
+  install_virtual_devices_from_env();
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  return r.backends[static_cast<int>(kind)];
+}
+
+std::shared_ptr<Backend> backend_for(Device device) {
+  if (device.is_meta() || device.is_disk())
+    throw Error("device '" + device.str() + "' holds no bytes", "", "materialise the tensor on cpu or a GPU first");
+  auto b = find_backend(device.kind);
+  if (!b) {
+    if (device.is_cuda())
+      throw Error("ferry was built without the CUDA backend", device.str(),
+                  "rebuild with -DFERRY_CUDA=ON on a machine with nvcc, or use a cpu device map");
+    throw Error("virtual devices are not enabled", device.str(),
+                "call ferry::enable_virtual_devices() or set FERRY_VIRTUAL_DEVICES=N (tests only)");
+  }
+  if (device.index >= b->device_count())
+    throw Error("no such device: " + std::to_string(b->device_count()) + " " + b->name() + " device(s) present",
+                device.str());
+  return b;
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t n) {
+  if (n == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  // The side that is not plain cpu decides how bytes move (a GPU copy engine, a throttled virtual link).
+  Device owner = dst_device.is_cpu() ? src_device : dst_device;
+  backend_for(owner)->copy(dst, dst_device, src, src_device, n);
+}
+
+std::vector<Device> accelerator_devices() {
+  std::vector<Device> out;
+  if (auto cuda = find_backend(Device::Kind::CUDA))
+    for (int i = 0; i < cuda->device_count(); ++i) out.push_back(Device::cuda(i));
+  if (out.empty())
+    if (auto virt = find_backend(Device::Kind::Virtual))
+      for (int i = 0; i < virt->device_count(); ++i) out.push_back(Device::virt(i));
+  return out;
+}
+
+}  // namespace ferry

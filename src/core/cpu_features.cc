@@ -1,0 +1,55 @@
+// Run-time ISA detection and override (see include/ferry/core/cpu_features.h).
+#include "ferry/core/cpu_features.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "ferry/core/error.h"
+
+namespace ferry {
+namespace {
+
+bool detect_avx2() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+Isa initial_isa() noexcept {
+  const char* env = std::getenv("FERRY_ISA");
+  if (env && std::string(env) == "scalar") return Isa::Scalar;
+  return detect_avx2() ? Isa::AVX2 : Isa::Scalar;
+}
+
+std::atomic<Isa>& current() {
+  static std::atomic<Isa> isa{initial_isa()};
+  return isa;
+}
+
+}  // namespace
+
+bool cpu_supports(Isa isa) noexcept {
+  static const bool avx2 = detect_avx2();
+  return isa == Isa::Scalar || (isa == Isa::AVX2 && avx2);
+}
+
+Isa cpu_isa() noexcept { return current().load(std::memory_order_relaxed); }
+
+void set_cpu_isa(Isa isa) {
+  if (!cpu_supports(isa)) throw Error(std::string("this CPU does not support ") + std::string(isa_name(isa)));
+  current().store(isa, std::memory_order_relaxed);
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out{Isa::Scalar};
+  if (cpu_supports(Isa::AVX2)) out.push_back(Isa::AVX2);
+  return out;
+}
+
+std::string_view isa_name(Isa isa) noexcept { return isa == Isa::AVX2 ? "avx2" : "scalar"; }
+
+}  // namespace ferry
