@@ -1,0 +1,132 @@
+// Thread pool, logging, errors, backends and virtual devices.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <vector>
+
+#include "ferry/core/backend.h"
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/core/memory.h"
+#include "ferry/core/tensor.h"
+#include "ferry/core/thread_pool.h"
+
+namespace ferry {
+namespace {
+
+TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
+  for (int64_t n : {0, 1, 7, 33, 4097, 100000}) {
+    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+    parallel_for(0, n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+TEST(ThreadPool, NestedCallsRunInlineAndExceptionsPropagate) {
+  std::atomic<int64_t> sum{0};
+  parallel_for(0, 8, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      parallel_for(0, 10, 1, [&](int64_t b2, int64_t e2) { sum += e2 - b2; });
+  });
+  EXPECT_EQ(sum.load(), 80);
+  EXPECT_THROW(parallel_for(0, 100, 1, [](int64_t b, int64_t) {
+                 if (b > 50) throw Error("boom");
+               }),
+               Error);
+  // The pool still works after an exception.
+  std::atomic<int> count{0};
+  parallel_for(0, 1000, 1, [&](int64_t b, int64_t e) { count += static_cast<int>(e - b); });
+  EXPECT_EQ(count.load(), 1000);
+}
+
+TEST(ThreadPool, ResizeAndManyBackToBackJobs) {
+  int saved = num_threads();
+  set_num_threads(3);
+  EXPECT_EQ(num_threads(), 3);
+  int64_t total = 0;
+  for (int rep = 0; rep < 2000; ++rep) {
+    std::atomic<int64_t> s{0};
+    parallel_for(0, 64, 1, [&](int64_t b, int64_t e) { s += e - b; });
+    total += s;
+  }
+  EXPECT_EQ(total, 2000 * 64);
+  EXPECT_THROW(set_num_threads(0), Error);
+  set_num_threads(saved);
+}
+
+TEST(Logging, CaptureAndLevels) {
+  ScopedLogCapture capture(LogLevel::Info);
+  log_info("loaded {} tensors", 3);
+  log_debug("not captured at info level");
+  log_warning("careful");
+  log_once(LogLevel::Warning, "only once");
+  log_once(LogLevel::Warning, "only once");
+  auto msgs = capture.messages();
+  ASSERT_EQ(msgs.size(), 3u);
+  EXPECT_EQ(msgs[0], "loaded 3 tensors");
+  EXPECT_TRUE(capture.contains("careful"));
+  EXPECT_FALSE(capture.contains("not captured"));
+}
+
+TEST(Error, ComposesWhatWhereHint) {
+  Error e("shape mismatch", "model.safetensors: lm_head.weight", "check config.json");
+  EXPECT_STREQ(e.what(), "model.safetensors: lm_head.weight: shape mismatch (check config.json)");
+  Error outer = Error("bad dtype", "w").with_context("shard-1.safetensors");
+  EXPECT_EQ(outer.where(), "shard-1.safetensors: w");
+  EXPECT_STREQ(Error("plain").what(), "plain");
+}
+
+TEST(Backend, CudaIsAClearErrorWithoutTheBackend) {
+  if (find_backend(Device::Kind::CUDA)) GTEST_SKIP() << "CUDA backend present";
+  try {
+    Tensor::zeros({2}, DType::F32, Device::cuda(0));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("built without the CUDA backend"), std::string::npos);
+  }
+}
+
+class VirtualDevices : public ::testing::Test {
+ protected:
+  void SetUp() override { enable_virtual_devices({.count = 2, .capacity_bytes = 4096}); }
+  void TearDown() override { disable_virtual_devices(); }
+};
+
+TEST_F(VirtualDevices, HaveIdentityCapacityAndAccounting) {
+  EXPECT_EQ(virtual_device_count(), 2);
+  Tensor a = Tensor::from_vector<float>({1, 2, 3}, {3});
+  Tensor v = a.to(Device::virt(1));
+  EXPECT_EQ(v.device(), Device::virt(1));
+  EXPECT_EQ(memory_stats(Device::virt(1)).current, 12);
+  EXPECT_EQ(memory_stats(Device::virt(0)).current, 0);
+  EXPECT_EQ(v.to(Device::virt(0)).to(Device::cpu()).to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(*find_backend(Device::Kind::Virtual)->free_memory(Device::virt(1)), 4096u - 12);
+  EXPECT_THROW(Tensor::empty({2000}, DType::F32, Device::virt(0)), Error);  // 8000 bytes > capacity
+  EXPECT_THROW(Tensor::empty({1}, DType::F32, Device::virt(2)), Error);     // no such device
+  auto accels = accelerator_devices();
+  if (!find_backend(Device::Kind::CUDA)) {
+    EXPECT_EQ(accels, (std::vector<Device>{Device::virt(0), Device::virt(1)}));
+  }
+}
+
+TEST_F(VirtualDevices, ThrottledCopiesTakeTheirTime) {
+  enable_virtual_devices({.count = 1, .capacity_bytes = 1 << 20, .copy_bandwidth_bytes_per_s = 1e6});
+  Tensor a = Tensor::zeros({10000}, DType::F32);  // 40 kB at 1 MB/s = 40 ms
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor v = a.to(Device::virt(0));
+  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(ms, 39.0);  // a lower bound only: the emulated link may never be faster than asked
+}
+
+TEST(VirtualDevicesOff, AreNeverUsedSilently) {
+  disable_virtual_devices();
+  EXPECT_EQ(virtual_device_count(), 0);
+  EXPECT_THROW(Tensor::zeros({1}, DType::F32, Device::virt(0)), Error);
+}
+
+}  // namespace
+}  // namespace ferry
