@@ -8,6 +8,12 @@
 #include "ferry/core/error.h"
 
 namespace ferry {
+#ifdef FERRY_HAVE_CUDA
+namespace detail {
+std::shared_ptr<Backend> make_cuda_backend();  // cuda/cuda_backend.cc
+}
+#endif
+
 namespace {
 
 class CpuBackend final : public Backend {
@@ -26,7 +32,12 @@ class CpuBackend final : public Backend {
 struct Registry {
   std::mutex mu;
   std::array<std::shared_ptr<Backend>, 5> backends;
-  Registry() { backends[static_cast<int>(Device::Kind::CPU)] = std::make_shared<CpuBackend>(); }
+  Registry() {
+    backends[static_cast<int>(Device::Kind::CPU)] = std::make_shared<CpuBackend>();
+#ifdef FERRY_HAVE_CUDA
+    backends[static_cast<int>(Device::Kind::CUDA)] = detail::make_cuda_backend();
+#endif
+  }
 };
 
 Registry& registry() {

@@ -80,14 +80,27 @@ TEST(Error, ComposesWhatWhereHint) {
   EXPECT_STREQ(Error("plain").what(), "plain");
 }
 
-TEST(Backend, CudaIsAClearErrorWithoutTheBackend) {
-  if (find_backend(Device::Kind::CUDA)) GTEST_SKIP() << "CUDA backend present";
+TEST(Backend, CudaWithoutAGpuIsAClearError) {
+  auto cuda = find_backend(Device::Kind::CUDA);
+  if (cuda && cuda->device_count() > 0) GTEST_SKIP() << "a GPU is present";
   try {
     Tensor::zeros({2}, DType::F32, Device::cuda(0));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("built without the CUDA backend"), std::string::npos);
+    const std::string want = cuda ? "no such device" : "built without the CUDA backend";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
+}
+
+TEST(Backend, CudaRoundTripAndAccounting) {
+  auto cuda = find_backend(Device::Kind::CUDA);
+  if (!cuda || cuda->device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {4});
+  auto before = memory_stats(Device::cuda(0)).current;
+  Tensor g = a.to(Device::cuda(0));
+  EXPECT_EQ(memory_stats(Device::cuda(0)).current, before + 16);
+  EXPECT_EQ(g.to(DType::BF16).to(Device::cpu()).to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_TRUE(cuda->free_memory(Device::cuda(0)).has_value());
 }
 
 class VirtualDevices : public ::testing::Test {
