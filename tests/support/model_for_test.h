@@ -2,7 +2,8 @@
 //   ModelForTest        linear1 Linear(3, 4) -> batchnorm BatchNorm1d(4) -> linear2 Linear(4, 5)   (test_hooks.py,
 //                       test_modeling_utils.py); f32 sizes: linear1 64, batchnorm 72, linear2 100, total 236 bytes.
 //   sequential_model(n) Sequential of linear1..linearN, each Linear(4, 4)                            (test_modeling_utils.py)
-//   LinearWithNonPersistentBuffers(in, out)  weight [out, in] parameter, bias [out] non-persistent buffer.
+//   LinearWithNonPersistentBuffers(in, out)  buffers only: weight [out, in] = 1 (persistent), bias [out] = 1
+//                       (non-persistent)                                                      (test_big_modeling.py)
 // Parameters are drawn from ferry::nn's seeded generator (see nn/init.h); call ferry::nn::manual_seed first for
 // fixed values.
 #pragma once
