@@ -15,6 +15,10 @@ namespace ferry::ops {
 /// Throws ferry::Error naming both shapes when K differs.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
+/// linear() into a caller-owned `out` ([..., N] f32, same device as x), so hot loops need not allocate.
+/// out must not overlap x or weight.
+void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out);
+
 /// c = a · b for a: [M, K], b: [K, N], both f32. Returns [M, N] f32.
 Tensor matmul(const Tensor& a, const Tensor& b);
 

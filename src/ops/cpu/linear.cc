@@ -1,0 +1,106 @@
+// ops::linear and ops::matmul on cpu: argument checks, then the choice of path (see linear_kernels.h):
+//   one row of activations          -> GEMV, every weight dtype;
+//   several rows, f32 weights       -> OpenBLAS sgemm when linked (it wins for f32; bench/bench_ops.cc);
+//   several rows, other dtypes      -> the blocked GEMM, converting weight blocks as it goes.
+// The ISA is read once here and passed down; FERRY_ISA=scalar also keeps BLAS out, so that setting always runs
+// the plain reference code.
+#include <fmt/format.h>
+
+#include "check.h"
+#include "ferry/core/cpu_features.h"
+#include "ferry/ops/linear.h"
+#include "linear_kernels.h"
+#include "to_f32.h"
+
+namespace ferry::ops {
+namespace cpu {
+
+const LinearKernels& linear_kernels(Isa isa) {
+  static const LinearKernels scalar_kernels{to_f32_scalar, scalar::gemv, scalar::micro};
+  static const LinearKernels avx2_kernels{to_f32_avx2, avx2::gemv, avx2::micro};
+  return isa == Isa::AVX2 ? avx2_kernels : scalar_kernels;
+}
+
+}  // namespace cpu
+
+namespace {
+
+bool is_linear_weight_dtype(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3FN || t == DType::F8_E5M2;
+}
+
+void check_weight(const Tensor& x, const Tensor& weight) {
+  cpu::check_f32("linear", "x", x);
+  cpu::check_min_dim("linear", "x", x, 1);
+  cpu::check_host("linear", "weight", weight);
+  cpu::check_same_device("linear", "x", x, "weight", weight);
+  if (weight.dim() != 2) cpu::fail("linear", cpu::describe("weight", weight) + " must be 2-D [out_features, in_features]");
+  if (!is_linear_weight_dtype(weight.dtype()))
+    cpu::fail("linear", cpu::describe("weight", weight) + " has an unsupported dtype",
+              "linear weights may be f32, f16, bf16, f8_e4m3fn or f8_e5m2");
+  if (x.size(-1) != weight.size(1))
+    cpu::fail("linear",
+              fmt::format("{} and {}: in_features differ ({} vs {})", cpu::describe("x", x),
+                          cpu::describe("weight", weight), x.size(-1), weight.size(1)),
+              "x's last dimension must equal weight's second");
+}
+
+Shape linear_out_shape(const Tensor& x, const Tensor& weight) {
+  Shape s = x.shape();
+  s.back() = weight.size(0);
+  return s;
+}
+
+void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, const Tensor& out) {
+  const int64_t K = weight.size(1), N = weight.size(0);
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));  // 1 for a 1-D x
+  if (rows == 0 || N == 0) return;
+  const float* xp = x.data<float>();
+  const float* bp = bias_f32.defined() ? bias_f32.data<float>() : nullptr;
+  float* yp = out.data<float>();
+  const Isa isa = cpu_isa();
+  if (rows == 1) return cpu::gemv(isa, weight.dtype(), weight.raw_data(), N, K, xp, bp, yp);
+  if (weight.dtype() == DType::F32 && isa != Isa::Scalar &&
+      cpu::blas_sgemm(rows, N, K, xp, weight.data<float>(), true, bp, yp))
+    return;
+  cpu::gemm(isa, rows, N, K, xp, cpu::GemmRhs{weight.dtype(), weight.raw_data(), true}, bp, yp);
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_weight(x, weight);
+  Tensor b = cpu::param_f32("linear", "bias", bias, weight.size(0), x);
+  Tensor out = Tensor::empty(linear_out_shape(x, weight), DType::F32, x.device());
+  run_linear(x, weight, b, out);
+  return out;
+}
+
+void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  check_weight(x, weight);
+  Tensor b = cpu::param_f32("linear", "bias", bias, weight.size(0), x);
+  cpu::check_out("linear", out, linear_out_shape(x, weight));
+  cpu::check_same_device("linear", "x", x, "out", out);
+  cpu::check_no_overlap("linear", "out", out, "x", x);
+  cpu::check_no_overlap("linear", "out", out, "weight", weight);
+  run_linear(x, weight, b, out);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  cpu::check_f32("matmul", "a", a);
+  cpu::check_f32("matmul", "b", b);
+  cpu::check_same_device("matmul", "a", a, "b", b);
+  if (a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0))
+    cpu::fail("matmul", fmt::format("{} and {} do not chain: need [M, K] · [K, N]", cpu::describe("a", a),
+                                    cpu::describe("b", b)));
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  Tensor out = Tensor::empty({M, N}, DType::F32, a.device());
+  if (M == 0 || N == 0) return out;
+  const Isa isa = cpu_isa();
+  if (isa != Isa::Scalar && cpu::blas_sgemm(M, N, K, a.data<float>(), b.data<float>(), false, nullptr, out.data<float>()))
+    return out;
+  cpu::gemm(isa, M, N, K, a.data<float>(), cpu::GemmRhs{DType::F32, b.raw_data(), false}, nullptr, out.data<float>());
+  return out;
+}
+
+}  // namespace ferry::ops
