@@ -1,0 +1,148 @@
+// Offload folders in Accelerate's format, read and written both ways, plus the weight maps that serve offloaded
+// weights to hooks (OffloadedWeightsLoader, PrefixedDataset).
+//
+// Format (accelerate/utils/offload.py): "index.json" = {name: {"dtype": "float32", "shape": [4, 3]}} and one
+// "<name>.dat" per tensor holding its raw C-order bytes with no header. bf16 is stored as its raw 16-bit patterns
+// and named "bfloat16"; 0-d tensors are stored as one element and indexed with shape []. An entry may instead point
+// into a safetensors file ({"safetensors_file": path, "weight_name": name, "dtype": "float16"}, as transformers
+// writes): the weight is read from there and nothing is copied into the folder. Relative safetensors paths are
+// resolved against the offload folder (Accelerate resolves them against the working directory).
+//
+// Beyond Accelerate:
+//   - Atomic writes: each .dat is written under a temporary name, fsync'd and renamed; index.json is merged and
+//     written last the same way, under an flock, so a crash (even SIGKILL mid-write) leaves the previous index
+//     intact and every entry it lists complete.
+//   - fp8 (float8_e4m3fn, float8_e5m2), bool and every other ferry DType round-trip bit-exactly.
+//   - Reads are zero-copy views of the mapped .dat (Accelerate copies on every access).
+//   - OffloadedWeightsLoader builds its key list in O(N) (Accelerate is O(N·M), accelerate#4280); PrefixedDataset
+//     matches whole dotted components ("a.1" never sees "a.10.weight"), and its keys()/size() count only the keys
+//     under its prefix, without the prefix (Accelerate yields prefixed keys and the whole dataset's length).
+// Names are checked: an index entry whose "<name>.dat" would not be a plain file in the folder is refused.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ferry/core/device.h"
+#include "ferry/core/dtype.h"
+#include "ferry/core/tensor.h"
+#include "ferry/io/safetensors.h"
+#include "ferry/io/state_dict.h"
+
+namespace ferry::io {
+
+/// One index.json entry.
+struct OffloadEntry {
+  std::optional<DType> dtype;   // .dat entries: required. safetensors entries: cast to it when present.
+  std::optional<Shape> shape;   // .dat entries: required ([] for 0-d). safetensors entries: unused.
+  std::string safetensors_file; // non-empty: read from this safetensors file ...
+  std::string weight_name;      // ... under this name (empty: the index key)
+
+  bool in_safetensors() const noexcept { return !safetensors_file.empty(); }
+  friend bool operator==(const OffloadEntry&, const OffloadEntry&) = default;
+};
+
+/// name -> entry, as in index.json.
+using OffloadIndex = std::map<std::string, OffloadEntry>;
+
+/// Writes `weight` to "<offload_folder>/<weight_name>.dat" (atomically, fsync'd) and records it in `index`.
+/// The folder must exist. Tensors on other devices are copied to the host first; meta tensors are an error.
+/// Accelerate: offload_weight
+void offload_weight(const Tensor& weight, const std::string& weight_name, const std::filesystem::path& offload_folder,
+                    OffloadIndex& index);
+/// The same without an index to update.
+void offload_weight(const Tensor& weight, const std::string& weight_name, const std::filesystem::path& offload_folder);
+
+/// Merges `index` into "<offload_folder>/index.json" (entries of the same name are replaced, others kept
+/// untouched) and writes it atomically. An empty index writes nothing. A corrupt existing index.json is an error
+/// (it is not overwritten). Accelerate: save_offload_index
+void save_offload_index(const OffloadIndex& index, const std::filesystem::path& offload_folder);
+
+/// Writes every tensor of `state_dict` to `save_dir` (created if needed) and saves the index.
+/// Accelerate: offload_state_dict
+void offload_state_dict(const std::filesystem::path& save_dir, const StateDict& state_dict);
+
+/// Parses index.json text (`where` names it in errors). Exposed for the fuzz target.
+OffloadIndex parse_offload_index(std::string_view json, const std::string& where);
+/// Reads "<offload_folder>/index.json". Throws ferry::Error when it is missing or malformed.
+OffloadIndex load_offload_index(const std::filesystem::path& offload_folder);
+
+/// The tensor stored in `weight_file` as `info` describes it: a read-only view of the mapped file (shape [] for a
+/// 0-d tensor). Throws ferry::Error when the file's size does not match. Accelerate: load_offloaded_weight
+Tensor load_offloaded_weight(const std::filesystem::path& weight_file, const OffloadEntry& info);
+
+/// A read-only name -> tensor map that hooks pull weights from (Accelerate's `weights_map`, a Mapping).
+/// Implementations are safe to call from several threads at once.
+class WeightsMap {
+ public:
+  virtual ~WeightsMap() = default;
+  /// The tensor of `key`. Throws ferry::Error naming the key when absent.
+  virtual Tensor get(const std::string& key) const = 0;
+  virtual bool contains(const std::string& key) const = 0;
+  /// Keys in a stable order.
+  virtual std::vector<std::string> keys() const = 0;
+  virtual std::size_t size() const = 0;
+};
+
+/// Weights from RAM first, then from an offload folder. Accelerate: OffloadedWeightsLoader
+///
+///   OffloadedWeightsLoader w({}, "offload");        // index.json read from the folder
+///   Tensor t = w.get("model.layers.0.mlp.up_proj.weight");
+class OffloadedWeightsLoader : public WeightsMap {
+ public:
+  /// `state_dict`: tensors kept in RAM (returned as they are). `save_folder`: the offload folder (its index.json
+  /// is read unless `index` is given). `device`: where tensors read from disk are placed (default cpu; a cpu
+  /// .dat read is a zero-copy view). Throws ferry::Error when both state_dict and save_folder are empty.
+  OffloadedWeightsLoader(StateDict state_dict = {}, std::optional<std::filesystem::path> save_folder = std::nullopt,
+                         std::optional<OffloadIndex> index = std::nullopt, Device device = Device::cpu());
+
+  Tensor get(const std::string& key) const override;
+  bool contains(const std::string& key) const override;
+  /// RAM keys in order, then the index's other keys (each once).
+  std::vector<std::string> keys() const override { return all_keys_; }
+  std::size_t size() const override { return all_keys_.size(); }
+
+  const OffloadIndex& index() const noexcept { return index_; }
+
+ private:
+  SafetensorsFile open_safetensors(const std::filesystem::path& path) const;
+
+  StateDict state_dict_;
+  std::filesystem::path save_folder_;
+  OffloadIndex index_;
+  Device device_;
+  std::vector<std::string> all_keys_;
+  mutable std::mutex mu_;
+  mutable std::map<std::filesystem::path, SafetensorsFile> open_files_;
+};
+
+/// The keys of `dataset` under `prefix`, seen without it. Accelerate: PrefixedDataset
+///
+///   PrefixedDataset layer(weights, "model.layers.1");   // "." is appended when missing
+///   layer.get("mlp.up_proj.weight");                    // = weights.get("model.layers.1.mlp.up_proj.weight")
+class PrefixedDataset : public WeightsMap {
+ public:
+  PrefixedDataset(std::shared_ptr<const WeightsMap> dataset, std::string prefix);
+
+  Tensor get(const std::string& key) const override { return dataset_->get(prefix_ + key); }
+  bool contains(const std::string& key) const override { return dataset_->contains(prefix_ + key); }
+  /// The dataset's keys that start with the prefix (whole components), with the prefix removed. O(N).
+  std::vector<std::string> keys() const override;
+  std::size_t size() const override { return keys().size(); }
+
+  const std::string& prefix() const noexcept { return prefix_; }
+  const std::shared_ptr<const WeightsMap>& dataset() const noexcept { return dataset_; }
+
+ private:
+  std::shared_ptr<const WeightsMap> dataset_;
+  std::string prefix_;  // empty, or ending in '.'
+};
+
+}  // namespace ferry::io

@@ -1,0 +1,76 @@
+// OffloadedWeightsLoader and PrefixedDataset: the weight maps hooks read offloaded weights from
+// (see include/ferry/io/offload.h).
+#include <unordered_set>
+
+#include "ferry/core/error.h"
+#include "ferry/io/offload.h"
+
+namespace fs = std::filesystem;
+
+namespace ferry::io {
+
+OffloadedWeightsLoader::OffloadedWeightsLoader(StateDict state_dict, std::optional<fs::path> save_folder,
+                                               std::optional<OffloadIndex> index, Device device)
+    : state_dict_(std::move(state_dict)), device_(device) {
+  if (state_dict_.empty() && !save_folder)
+    throw Error("OffloadedWeightsLoader needs a state dict or an offload folder");
+  if (save_folder) save_folder_ = *save_folder;
+  if (index) index_ = std::move(*index);
+  else if (save_folder) index_ = load_offload_index(*save_folder);
+  // O(N + M): Accelerate scans the list of RAM keys once per index key (accelerate#4280).
+  all_keys_ = state_dict_.keys();
+  for (const auto& [name, entry] : index_)
+    if (!state_dict_.contains(name)) all_keys_.push_back(name);
+}
+
+bool OffloadedWeightsLoader::contains(const std::string& key) const {
+  return state_dict_.contains(key) || index_.count(key) > 0;
+}
+
+SafetensorsFile OffloadedWeightsLoader::open_safetensors(const fs::path& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_files_.find(path);
+  if (it == open_files_.end()) it = open_files_.emplace(path, SafetensorsFile::open(path)).first;
+  return it->second;
+}
+
+Tensor OffloadedWeightsLoader::get(const std::string& key) const {
+  if (const Tensor* t = state_dict_.find(key)) return *t;
+  auto it = index_.find(key);
+  if (it == index_.end())
+    throw Error("no weight of this name in memory or in the offload folder", key,
+                save_folder_.empty() ? "" : "offload folder: " + save_folder_.string());
+  const OffloadEntry& info = it->second;
+  Tensor t;
+  if (info.in_safetensors()) {
+    fs::path file = info.safetensors_file;
+    if (file.is_relative() && !save_folder_.empty()) file = save_folder_ / file;
+    const SafetensorsFile st = open_safetensors(file);
+    const std::string& name = info.weight_name.empty() ? key : info.weight_name;
+    try {
+      t = info.dtype ? st.get(name, *info.dtype) : st.get(name);
+    } catch (const Error& e) {
+      throw e.with_context("offload index entry " + key);
+    }
+  } else {
+    if (save_folder_.empty()) throw Error("weight is offloaded to disk but no offload folder was given", key);
+    t = load_offloaded_weight(save_folder_ / (key + ".dat"), info);
+  }
+  return t.to(device_);
+}
+
+PrefixedDataset::PrefixedDataset(std::shared_ptr<const WeightsMap> dataset, std::string prefix)
+    : dataset_(std::move(dataset)), prefix_(std::move(prefix)) {
+  if (!dataset_) throw Error("PrefixedDataset needs a dataset");
+  // Whole dotted components: "a.1" must not reach "a.10.weight", so the prefix always ends in '.'.
+  if (!prefix_.empty() && prefix_.back() != '.') prefix_ += '.';
+}
+
+std::vector<std::string> PrefixedDataset::keys() const {
+  std::vector<std::string> out;
+  for (const auto& k : dataset_->keys())
+    if (k.size() > prefix_.size() && k.compare(0, prefix_.size(), prefix_) == 0) out.push_back(k.substr(prefix_.size()));
+  return out;
+}
+
+}  // namespace ferry::io
