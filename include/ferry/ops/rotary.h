@@ -16,6 +16,8 @@ Tensor rope_inv_freq(int64_t rotary_dim, double theta);
 
 /// x: [T, H, D] f32 (modified in place); positions: [T] i64; inv_freq: [R/2] f32.
 /// Angle for token t, pair i: positions[t] · inv_freq[i], computed in f32 like transformers.
-void apply_rotary_(Tensor& x, const Tensor& positions, const Tensor& inv_freq, RopeLayout layout);
+/// attention_scaling multiplies cos and sin (transformers' `attention_scaling`: 1 except for YaRN/LongRoPE).
+void apply_rotary_(Tensor& x, const Tensor& positions, const Tensor& inv_freq, RopeLayout layout,
+                   float attention_scaling = 1.0f);
 
 }  // namespace ferry::ops

@@ -1,0 +1,98 @@
+// Causal grouped-query attention over a KV cache on cpu (see attention.h): argument checks, the split into
+// (token, query head) tasks on the thread pool, and the scalar kernel. Like transformers' eager attention, the
+// scores are scale·q·kᵀ and softmax runs in f32; masked positions are simply not visited, so a query never
+// sees a future key or one outside its sliding window.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "attention_kernels.h"
+#include "check.h"
+#include "ferry/core/thread_pool.h"
+#include "ferry/ops/attention.h"
+#include "norm_kernels.h"
+#include "to_f32.h"
+
+namespace ferry::ops {
+namespace cpu {
+namespace scalar {
+
+void attend(const float* q, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv, int64_t D,
+            int64_t Dv, int64_t n, float scale, float* scores, float* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    float dot = 0;
+    for (int64_t d = 0; d < D; ++d) dot += q[d] * load_f32(kv, k, j * k_stride + d);
+    scores[j] = dot * scale;
+  }
+  softmax(scores, scores, n);
+  for (int64_t d = 0; d < Dv; ++d) out[d] = 0;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t d = 0; d < Dv; ++d) out[d] += scores[j] * load_f32(kv, v, j * v_stride + d);
+}
+
+}  // namespace scalar
+
+AttendFn attend_kernel(Isa isa) { return isa == Isa::AVX2 ? avx2::attend : scalar::attend; }
+
+}  // namespace cpu
+
+namespace {
+
+void check_cache(const char* name, const Tensor& t, const Tensor& q) {
+  cpu::check_host("attention", name, t);
+  cpu::check_same_device("attention", "q", q, name, t);
+  if (t.dtype() != DType::F32 && t.dtype() != DType::F16 && t.dtype() != DType::BF16)
+    cpu::fail("attention", cpu::describe(name, t) + " has an unsupported cache dtype", "use f32, f16 or bf16");
+  if (t.dim() != 3) cpu::fail("attention", cpu::describe(name, t) + " must be [keys, kv_heads, head_dim]");
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
+                 int64_t sliding_window) {
+  cpu::check_f32("attention", "q", q);
+  if (q.dim() != 3) cpu::fail("attention", cpu::describe("q", q) + " must be [tokens, heads, head_dim]");
+  check_cache("k", k, q);
+  check_cache("v", v, q);
+  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), S = k.size(0), Hkv = k.size(1), Dv = v.size(2);
+  const std::string shapes = fmt::format("{}, {}, {}", cpu::describe("q", q), cpu::describe("k", k), cpu::describe("v", v));
+  if (k.dtype() != v.dtype() || v.size(0) != S || v.size(1) != Hkv)
+    cpu::fail("attention", shapes + ": k and v must have the same dtype, keys and kv heads");
+  if (k.size(2) != D) cpu::fail("attention", shapes + ": q and k head_dim differ");
+  if (Hkv == 0 || Hq % Hkv != 0)
+    cpu::fail("attention", shapes + fmt::format(": kv heads ({}) must divide query heads ({})", Hkv, Hq));
+  if (q_offset < 0 || sliding_window < 0)
+    cpu::fail("attention", fmt::format("q_offset {} and sliding_window {} must not be negative", q_offset, sliding_window));
+  if (S < q_offset + T)
+    cpu::fail("attention",
+              shapes + fmt::format(": the cache holds {} keys, but queries at positions {}..{} need {}", S, q_offset,
+                                   q_offset + T - 1, q_offset + T),
+              "append the new tokens' keys and values to the cache before attending");
+  Tensor out = Tensor::empty({T, Hq, Dv}, DType::F32, q.device());
+  if (T == 0 || Hq == 0) return out;
+  const cpu::AttendFn attend = cpu::attend_kernel(cpu_isa());
+  const int64_t group = Hq / Hkv, k_stride = Hkv * D, v_stride = Hkv * Dv;
+  const std::size_t esize = dtype_size(k.dtype());
+  const auto* kp = static_cast<const char*>(k.raw_data());
+  const auto* vp = static_cast<const char*>(v.raw_data());
+  const float* qp = q.data<float>();
+  float* op = out.data<float>();
+  // Tasks in (token, head) order, so consecutive tasks of a chunk share a kv head and reuse its rows in cache.
+  parallel_for(0, T * Hq, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores(static_cast<std::size_t>(S));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / Hq, h = i % Hq, kvh = h / group;
+      const int64_t pos = q_offset + t;
+      const int64_t lo = sliding_window > 0 ? std::max<int64_t>(0, pos - sliding_window + 1) : 0;
+      const int64_t n = pos - lo + 1;
+      const char* krow = kp + static_cast<std::size_t>(lo * k_stride + kvh * D) * esize;
+      const char* vrow = vp + static_cast<std::size_t>(lo * v_stride + kvh * Dv) * esize;
+      attend(qp + (t * Hq + h) * D, krow, k_stride, vrow, v_stride, k.dtype(), D, Dv, n, scale, scores.data(),
+             op + (t * Hq + h) * Dv);
+    }
+  });
+  return out;
+}
+
+}  // namespace ferry::ops
