@@ -1,0 +1,50 @@
+// dispatch_model: makes a model run according to a device map — modules on GPUs (or virtual devices) stay
+// resident there, modules mapped to cpu or disk are offloaded and materialised on the main device for their
+// forward, activations cross devices where the map says so.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/big_modeling/device_map.h"
+#include "ferry/io/offload.h"
+#include "ferry/io/state_dict.h"
+#include "ferry/nn/module.h"
+
+namespace ferry {
+
+struct DispatchOptions {
+  /// Where offloaded modules execute; default: the first device of the map that is neither cpu nor disk
+  /// (Accelerate takes an arbitrary one of them), else cpu.
+  std::optional<Device> main_device;
+  /// Weights of the cpu-mapped modules; default: taken from the model (no copy).
+  std::optional<io::StateDict> state_dict;
+  /// Folder for disk-mapped weights; written from the model when it has no index.json.
+  std::optional<std::filesystem::path> offload_dir;
+  /// Index of disk-mapped weights (e.g. entries pointing into the checkpoint's safetensors shards).
+  std::optional<io::OffloadIndex> offload_index;
+  bool offload_buffers = false;
+  /// Named inputs never moved between devices (a KV cache: "past_key_values").
+  std::vector<std::string> skip_keys;
+  std::vector<std::string> preload_module_classes;
+  /// Attach hooks even when the whole map is one device.
+  bool force_hooks = false;
+};
+
+/// Accelerate: dispatch_model(model, device_map, main_device, state_dict, offload_dir, offload_index,
+/// offload_buffers, skip_keys, preload_module_classes, force_hooks). The rules:
+///  - the map must cover every tensor (check_device_map), else ferry::Error before anything moves;
+///  - one device, no disk, no force_hooks: the model is simply moved there;
+///  - otherwise cpu and disk modules are offloaded (only disk when the main device is cpu), one weights map
+///    serves both (RAM first, then the folder), tied weights are materialised once per device, and the root
+///    returns outputs to the input's device;
+///  - afterwards, Module::to on the model throws while weights are offloaded (and warns otherwise).
+void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options = {});
+
+/// The tensors of `state_dict` that belong to any of `module_names` (whole dotted components; "" = all).
+/// Accelerate: extract_submodules_state_dict
+io::StateDict extract_submodules_state_dict(const io::StateDict& state_dict, const std::vector<std::string>& module_names);
+
+}  // namespace ferry

@@ -1,0 +1,131 @@
+// dispatch_model (see include/ferry/big_modeling/dispatch.h), after Accelerate's big_modeling.py.
+#include "ferry/big_modeling/dispatch.h"
+
+#include <algorithm>
+#include <map>
+
+#include "ferry/big_modeling/attach.h"
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/nn/module_tensors.h"
+#include "ferry/nn/tied.h"
+
+namespace ferry {
+namespace {
+
+bool covers(const std::string& module, const std::string& tensor) {
+  return module.empty() || tensor == module ||
+         (tensor.size() > module.size() && tensor.compare(0, module.size(), module) == 0 && tensor[module.size()] == '.');
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + (n.empty() ? std::string("\"\"") : n);
+  return out;
+}
+
+io::StateDict model_state_dict(const nn::Module& model) {
+  io::StateDict sd;
+  for (auto& [name, t] : model.state_dict()) sd.set(name, t);
+  return sd;
+}
+
+// Accelerate wraps model.to: moving a dispatched model raises when some weights are offloaded (they live on
+// meta) and warns otherwise.
+void guard_moves(nn::Module& model) {
+  model.set_move_guard([](const nn::Module& m, Device) {
+    for (const auto& [name, t] : m.named_parameters())
+      if (t.is_meta())
+        throw Error("cannot move a model that has modules offloaded to cpu or disk (" + name + " is on meta)", "",
+                    "remove the hooks first (remove_hook_from_module(model, true)) or dispatch it again");
+    log_warning("You shouldn't move a model that is dispatched using ferry hooks.");
+  });
+}
+
+}  // namespace
+
+io::StateDict extract_submodules_state_dict(const io::StateDict& state_dict, const std::vector<std::string>& module_names) {
+  io::StateDict out;
+  for (const auto& [name, t] : state_dict)
+    if (std::any_of(module_names.begin(), module_names.end(), [&](const std::string& m) { return covers(m, name); }))
+      out.set(name, t);
+  return out;
+}
+
+void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options) {
+  check_device_map(model, device_map);  // error early if the map is incomplete
+  const std::vector<Device> devices = device_map.devices();
+  const bool has_disk = std::any_of(devices.begin(), devices.end(), [](Device d) { return d.is_disk(); });
+
+  if (devices.size() <= 1 && !has_disk && !options.force_hooks) {
+    if (!devices.empty()) model.to(devices.front());
+    return;
+  }
+
+  Device main = Device::cpu();
+  if (options.main_device) {
+    main = *options.main_device;
+  } else {
+    for (Device d : devices)
+      if (!d.is_cpu() && !d.is_disk()) {
+        main = d;
+        break;
+      }
+  }
+
+  std::vector<std::string> cpu_modules, disk_modules;
+  for (const auto& [name, d] : device_map) {
+    if (d.is_cpu()) cpu_modules.push_back(name);
+    if (d.is_disk()) disk_modules.push_back(name);
+  }
+  std::optional<io::StateDict> state_dict = options.state_dict;
+  if (!main.is_cpu() && !state_dict && !cpu_modules.empty())
+    state_dict = extract_submodules_state_dict(model_state_dict(model), cpu_modules);
+
+  if (!disk_modules.empty() && !options.offload_dir && !options.offload_index)
+    throw Error("an offload_dir is needed to dispatch this model according to this device_map; these submodules go "
+                "to disk: " + join(disk_modules),
+                "dispatch_model", "pass offload_dir (a writable folder) or an offload_index");
+  if (!disk_modules.empty() && !options.offload_index &&
+      !std::filesystem::is_regular_file(*options.offload_dir / "index.json"))
+    io::offload_state_dict(*options.offload_dir, extract_submodules_state_dict(model_state_dict(model), disk_modules));
+
+  std::map<std::string, Device> execution_device;
+  std::map<std::string, bool> offload;
+  for (const auto& [name, d] : device_map) {
+    execution_device[name] = (d.is_cpu() || d.is_disk()) ? main : d;
+    offload[name] = d.is_disk() || (d.is_cpu() && !main.is_cpu());
+  }
+  execution_device[""] = main;
+
+  std::shared_ptr<const io::WeightsMap> weights_map;
+  std::optional<std::filesystem::path> save_folder;
+  if (!disk_modules.empty()) save_folder = options.offload_dir;
+  if (state_dict || save_folder || options.offload_index)
+    weights_map = std::make_shared<io::OffloadedWeightsLoader>(state_dict.value_or(io::StateDict{}), save_folder,
+                                                               options.offload_index);
+
+  // Tied weights materialised once per device: keyed by the data pointer of each tied tensor that has bytes.
+  AttachOptions attach;
+  attach.skip_keys = options.skip_keys;
+  attach.preload_module_classes = options.preload_module_classes;
+  attach.tied_params_map = std::make_shared<nn::TiedParamsMap>();
+  for (const auto& group : nn::find_tied_parameters(model))
+    for (const auto& name : group) {
+      const Tensor& t = nn::get_module_tensor(model, name);
+      if (!t.is_meta()) (*attach.tied_params_map)[nn::tensor_data_ptr(t)];
+    }
+
+  attach_align_device_hook_on_blocks(model, execution_device, offload, weights_map, options.offload_buffers, "", attach);
+
+  std::vector<std::string> offloaded_to;
+  if (std::any_of(devices.begin(), devices.end(), [](Device d) { return d.is_cpu(); }) && !main.is_cpu())
+    offloaded_to.push_back("cpu");
+  if (has_disk) offloaded_to.push_back("disk");
+  if (!offloaded_to.empty())
+    log_warning("Some parameters are on the meta device because they were offloaded to the {}.",
+                offloaded_to.size() == 2 ? "cpu and disk" : offloaded_to.front());
+  guard_moves(model);
+}
+
+}  // namespace ferry
