@@ -133,7 +133,9 @@ void AddedVocabulary::build(const std::optional<JsonView>& list, const Bpe& mode
   };
   for (const auto& t : special_order) add_pattern(t);
   for (const auto& t : added_order) add_pattern(t);
-  word_char_.emplace("\\A\\w", "added token single_word check");
+  // HF tests single_word with Rust's `regex` crate, whose Unicode \w is Alphabetic, Mark, Nd, Pc and
+  // Join_Control (not Oniguruma's).
+  word_char_ = Regex::pcre2("\\A[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]", "added token single_word check");
 }
 
 std::optional<std::int32_t> AddedVocabulary::token_to_id(std::string_view content) const {

@@ -10,9 +10,10 @@
 namespace ferry::text::detail {
 namespace {
 
-// Oniguruma's \w in Unicode mode is the Unicode "word" class of UTS #18; PCRE2's UCP \w is narrower
-// (letters, numbers, underscore), so spell Oniguruma's out.
-constexpr std::string_view kWordInner = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}";
+// Oniguruma's \w: Alphabetic, Mark, Nd and Pc above U+00FF, while below it a Latin-1 ctype table
+// applies that also counts the digits-like ² ³ ¹ ¼ ½ ¾ (oniguruma src/unicode.c,
+// make_unicode_property_data.py). PCRE2's UCP \w is letters, numbers and underscore, so spell it out.
+constexpr std::string_view kWordInner = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}";
 // Oniguruma's \h is a hexadecimal digit, PCRE2's is horizontal space.
 constexpr std::string_view kHexInner = "0-9a-fA-F";
 
@@ -71,6 +72,16 @@ std::string onig_to_pcre2(std::string_view p, std::string_view where) {
         case 'W':
           if (in_class) untranslatable("\\W inside a character class", p, where);
           out += "[^" + std::string(kWordInner) + "]";
+          break;
+        case 'b':  // word boundary, by Oniguruma's \w (inside a class \b is a backspace in both)
+          if (in_class) out += "\\b";
+          else out += "(?:(?<=[" + std::string(kWordInner) + "])(?![" + std::string(kWordInner) + "])|(?<![" +
+                      std::string(kWordInner) + "])(?=[" + std::string(kWordInner) + "]))";
+          break;
+        case 'B':
+          if (in_class) untranslatable("\\B inside a character class", p, where);
+          out += "(?:(?<=[" + std::string(kWordInner) + "])(?=[" + std::string(kWordInner) + "])|(?<![" +
+                 std::string(kWordInner) + "])(?![" + std::string(kWordInner) + "]))";
           break;
         case 'h':
           if (in_class) out += kHexInner;
@@ -165,8 +176,13 @@ struct Regex::Code {
   ~Code() { pcre2_code_free(code); }
 };
 
-Regex::Regex(std::string_view onig_pattern, std::string_view where) : pattern_(onig_pattern) {
-  const std::string translated = onig_to_pcre2(onig_pattern, where);
+Regex::Regex(std::string_view onig_pattern, std::string_view where)
+    : Regex(onig_pattern, onig_to_pcre2(onig_pattern, where), where) {}
+
+Regex Regex::pcre2(std::string_view pattern, std::string_view where) { return Regex(pattern, std::string(pattern), where); }
+
+Regex::Regex(std::string_view onig_pattern, const std::string& translated, std::string_view where)
+    : pattern_(onig_pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   auto code = std::make_shared<Code>();

@@ -29,6 +29,8 @@ class Regex {
  public:
   /// Compiles an Oniguruma pattern. `where` names the JSON field for error messages.
   Regex(std::string_view onig_pattern, std::string_view where);
+  /// Compiles a PCRE2 pattern as is (for HF's uses of Rust's `regex` crate, whose classes PCRE2 can spell).
+  static Regex pcre2(std::string_view pattern, std::string_view where);
 
   /// Byte ranges [begin, end) of the successive non-overlapping matches in `text` (valid UTF-8), in the
   /// order and with the empty-match rule of the onig crate's find_iter. Appends to `out`.
@@ -40,6 +42,7 @@ class Regex {
   const std::string& pattern() const { return pattern_; }
 
  private:
+  Regex(std::string_view shown, const std::string& pcre2_pattern, std::string_view where);
   struct Code;
   std::string pattern_;
   std::shared_ptr<const Code> code_;

@@ -1,0 +1,247 @@
+// ferry's Tokenizer against the oracle, Hugging Face `tokenizers` itself.
+//
+// tests/reference/tokenizer_oracle.py trains eleven tokenizers (byte-level GPT-2 / Llama-3 / Qwen2 style,
+// SentencePiece-style Llama-2 with byte fallback, added-token variants, every Split behaviour, ...) and
+// records what `tokenizers` returns for >= 2,000 strings. This test loads the same tokenizer.json files and
+// requires 100% agreement on encode ids (with and without special tokens), decode strings (with and
+// without skipping special tokens) and DecodeStream chunks, printing the first mismatches.
+// It skips, saying why, when no Python with `tokenizers` is available (see python_oracle.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/text/tokenizer.h"
+#include "python_oracle.h"
+
+namespace ferry::text {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+// Printable form of a string for failure messages (escapes control and non-ASCII bytes).
+std::string show(const std::string& s, std::size_t limit = 160) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && i < limit; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
+      out += buf;
+    }
+  }
+  if (s.size() > limit) out += "...(" + std::to_string(s.size()) + " bytes)";
+  return "\"" + out + "\"";
+}
+
+std::string show(const std::vector<TokenId>& ids) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size() && i < 40; ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  if (ids.size() > 40) out += ",...(" + std::to_string(ids.size()) + " ids)";
+  return out + "]";
+}
+
+// The oracle's DecodeStream chunks: text, nothing (nullopt) or an error (then the stream stops).
+struct StreamChunk {
+  bool error = false;
+  std::optional<std::string> text;
+  bool operator==(const StreamChunk& o) const { return error == o.error && text == o.text; }
+};
+
+std::vector<StreamChunk> expected_stream(const json& j) {
+  std::vector<StreamChunk> out;
+  for (const json& c : j) {
+    StreamChunk s;
+    if (c.is_object()) s.error = true;
+    else if (c.is_string()) s.text = c.get<std::string>();
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<StreamChunk> ferry_stream(const Tokenizer& tok, const std::vector<TokenId>& ids, bool skip) {
+  DecodeStream stream(tok, skip);
+  std::vector<StreamChunk> out;
+  for (TokenId id : ids) {
+    StreamChunk s;
+    try {
+      s.text = stream.step(id);
+    } catch (const Error&) {
+      s.error = true;
+    }
+    out.push_back(s);
+    if (s.error) break;
+  }
+  return out;
+}
+
+std::string show(const std::vector<StreamChunk>& chunks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    out += i ? ", " : "";
+    out += chunks[i].error ? "ERROR" : chunks[i].text ? show(*chunks[i].text, 40) : "None";
+  }
+  return out + "]";
+}
+
+// Counts checks and keeps the first few mismatches of one tokenizer.
+struct Tally {
+  std::size_t checks = 0, failures = 0;
+  std::vector<std::string> first;
+  void check(bool ok, const std::function<std::string()>& describe) {
+    ++checks;
+    if (ok) return;
+    ++failures;
+    if (first.size() < 5) first.push_back(describe());
+  }
+};
+
+class TokenizerOracle : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    const auto python = testing::find_tokenizers_python(FERRY_SOURCE_DIR, why);
+    if (!python) {
+      skip_reason_ = new std::string(why);
+      return;
+    }
+    char pattern[] = "/tmp/ferry_tokenizer_oracle_XXXXXX";
+    if (!mkdtemp(pattern)) {
+      setup_error_ = new std::string("mkdtemp failed");
+      return;
+    }
+    dir_ = new fs::path(pattern);
+    const std::string cmd = "'" + *python + "' '" FERRY_SOURCE_DIR "/tests/reference/tokenizer_oracle.py' --out '" +
+                            dir_->string() + "'";
+    if (std::system(cmd.c_str()) != 0) {
+      setup_error_ = new std::string("the oracle script failed: " + cmd);
+      return;
+    }
+    std::ifstream in(*dir_ / "oracle.json");
+    oracle_ = new json(json::parse(in));
+  }
+  static void TearDownTestSuite() {
+    if (dir_) fs::remove_all(*dir_);
+    delete dir_;
+    delete oracle_;
+    delete skip_reason_;
+    delete setup_error_;
+    dir_ = nullptr;
+    oracle_ = nullptr;
+    skip_reason_ = setup_error_ = nullptr;
+  }
+  void SetUp() override {
+    if (skip_reason_) GTEST_SKIP() << *skip_reason_;
+    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
+    ASSERT_NE(oracle_, nullptr);
+  }
+
+  // Runs `check(tokenizer, entry, tally)` for every oracle tokenizer, prints a summary line per tokenizer
+  // and fails with the first mismatches if any tokenizer disagrees anywhere.
+  template <class Fn>
+  void for_each_tokenizer(const char* what, Fn check) {
+    ScopedLogCapture quiet(LogLevel::Error);  // added-token id notices are expected in some fixtures
+    std::size_t total = 0, failed = 0;
+    for (const json& t : (*oracle_)["tokenizers"]) {
+      const std::string name = t["name"];
+      const Tokenizer tok = Tokenizer::from_file(*dir_ / t["file"].get<std::string>());
+      Tally tally;
+      check(tok, t, tally);
+      total += tally.checks;
+      failed += tally.failures;
+      std::cout << "[ oracle   ] " << what << " " << name << ": " << tally.checks - tally.failures << "/"
+                << tally.checks << " agree\n";
+      for (const std::string& f : tally.first) ADD_FAILURE() << name << ": " << f;
+    }
+    std::cout << "[ oracle   ] " << what << " total: " << total - failed << "/" << total << " agree (tokenizers "
+              << (*oracle_)["tokenizers_version"].get<std::string>() << ", "
+              << (*oracle_)["inputs"].size() << " strings)\n";
+    EXPECT_EQ(failed, 0u);
+    EXPECT_GE((*oracle_)["inputs"].size(), 2000u);
+  }
+
+  static std::string input(std::size_t i) { return from_hex((*oracle_)["inputs"][i].get<std::string>()); }
+
+  static inline fs::path* dir_ = nullptr;
+  static inline json* oracle_ = nullptr;
+  static inline std::string* skip_reason_ = nullptr;
+  static inline std::string* setup_error_ = nullptr;
+};
+
+TEST_F(TokenizerOracle, EncodeIdsMatch) {
+  for_each_tokenizer("encode", [](const Tokenizer& tok, const json& t, Tally& tally) {
+    const json& cases = t["cases"];
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const std::string text = input(i);
+      const auto want = cases[i]["ids"].get<std::vector<TokenId>>();
+      const auto got = tok.encode(text, true);
+      tally.check(got == want, [&] { return "encode(" + show(text) + ")\n  want " + show(want) + "\n  got  " + show(got); });
+      if (cases[i].contains("ids_plain")) {
+        const auto want_plain = cases[i]["ids_plain"].get<std::vector<TokenId>>();
+        const auto got_plain = tok.encode(text, false);
+        tally.check(got_plain == want_plain, [&] {
+          return "encode(" + show(text) + ", add_special_tokens=false)\n  want " + show(want_plain) + "\n  got  " +
+                 show(got_plain);
+        });
+      }
+    }
+  });
+}
+
+TEST_F(TokenizerOracle, DecodeStringsMatch) {
+  for_each_tokenizer("decode", [](const Tokenizer& tok, const json& t, Tally& tally) {
+    auto check = [&](const json& c) {
+      const auto ids = c["ids"].get<std::vector<TokenId>>();
+      for (const bool skip : {false, true}) {
+        const std::string want = c[skip ? "decoded_skip" : "decoded"];
+        const std::string got = tok.decode(ids, skip);
+        tally.check(got == want, [&] {
+          return "decode(" + show(ids) + (skip ? ", skip_special_tokens" : "") + ")\n  want " + show(want) +
+                 "\n  got  " + show(got);
+        });
+      }
+    };
+    for (const json& c : t["cases"]) check(c);
+    for (const json& c : t["random_decodes"]) check(c);
+  });
+}
+
+TEST_F(TokenizerOracle, DecodeStreamChunksMatch) {
+  for_each_tokenizer("stream", [](const Tokenizer& tok, const json& t, Tally& tally) {
+    auto check = [&](const json& c, const char* key, bool skip) {
+      if (!c.contains(key)) return;
+      const auto ids = c["ids"].get<std::vector<TokenId>>();
+      const auto want = expected_stream(c[key]);
+      const auto got = ferry_stream(tok, ids, skip);
+      tally.check(got == want, [&] {
+        return std::string("DecodeStream") + (skip ? "(skip_special_tokens)" : "") + " over " + show(ids) +
+               "\n  want " + show(want) + "\n  got  " + show(got);
+      });
+    };
+    for (const json& c : t["cases"]) check(c, "stream", false);
+    for (const json& c : t["random_decodes"]) {
+      check(c, "stream", false);
+      check(c, "stream_skip", true);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ferry::text
