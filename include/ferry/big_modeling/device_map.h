@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -73,6 +74,9 @@ class DeviceMap {
   std::vector<Entry> entries_;
   std::unordered_map<std::string, std::size_t> index_;  // key -> position in entries_
 };
+
+/// Prints the one-line JSON form (for logs and test failures).
+std::ostream& operator<<(std::ostream& os, const DeviceMap& device_map);
 
 /// Groups submodules that share a device into their parent: {"a": 0, "b": 0, "c": 0} → {"": 0};
 /// {"a.x": 0, "a.y": 0, "b": 1} → {"a": 0, "b": 1}. A prefix collapses only when it has two or more entries below

@@ -79,6 +79,8 @@ std::string DeviceMap::to_json(int indent) const {
   return j.dump(indent);
 }
 
+std::ostream& operator<<(std::ostream& os, const DeviceMap& device_map) { return os << device_map.to_json(); }
+
 DeviceMap DeviceMap::read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open device map file", path, "check the path");

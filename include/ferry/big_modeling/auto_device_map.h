@@ -1,0 +1,95 @@
+// Planning: infer_auto_device_map (Accelerate's algorithm), the "auto" / "balanced" / "balanced_low_0" /
+// "sequential" modes of load_checkpoint_and_dispatch, and ferry's reservations.
+//
+// The plan fills devices in order (GPUs, cpu, disk). On the *main devices* (the first GPU and the cpu) it keeps
+// back the size of the largest layer still to place, so the largest offloaded layer can always be brought in to
+// run. A module that does not fit is split into its direct tensors and children unless it is no-split; tied
+// parameters are placed with their group.
+//
+// Where ferry departs from Accelerate on purpose (each marked in the code):
+//  - a split keeps the module's direct buffers (Accelerate drops them and its map misses them; #3956, #4014);
+//  - "inside a module" for tied parameters is a whole-component prefix test (Accelerate's substring test treats
+//    "0.1.weight" as inside module "1");
+//  - balanced_low_0 treats the first GPU of the budget as GPU 0 and sums the others (Accelerate assumes ids
+//    0..n-1 and fails otherwise);
+//  - reservations (KV cache, activations, prefetch staging) are taken off the budget first, and with
+//    allow_disk = false an impossible budget is an error, with the numbers, before anything is loaded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/max_memory.h"
+#include "ferry/big_modeling/module_sizes.h"
+
+namespace ferry {
+
+/// Bytes a device must keep free for something other than weights.
+struct Reservation {
+  Device device;
+  int64_t bytes = 0;
+  std::string purpose;  // "KV cache for 4096 tokens", shown in errors and logs
+};
+
+/// Options of infer_auto_device_map; the Accelerate keyword of the same name has the same default.
+struct PlanOptions {
+  /// Budget per device; nullopt = get_max_memory() (free memory of each GPU, the cpu's MemAvailable).
+  std::optional<MaxMemory> max_memory;
+  /// type_name()s of modules never split across devices, e.g. {"LlamaDecoderLayer"}.
+  std::vector<std::string> no_split_module_classes;
+  /// The dtype weights will be loaded in (float tensors count min(dtype, own) bytes); nullopt = their own.
+  std::optional<DType> dtype;
+  SpecialDTypes special_dtypes;
+  /// Log each decision (ferry::log_info).
+  bool verbose = false;
+  /// Merge siblings on one device into their parent (clean_device_map).
+  bool clean_result = true;
+  /// Buffers of offloaded modules are offloaded too (else they stay on the execution device, which must fit them).
+  bool offload_buffers = false;
+  /// When a device would stay empty, look breadth-first for a submodule that fits it.
+  bool fallback_allocation = false;
+
+  // ---- ferry extensions ----
+  /// Taken off max_memory before planning; several on one device add up.
+  std::vector<Reservation> reservations;
+  /// false: never plan onto disk; a model that does not fit the other devices is a ferry::Error.
+  bool allow_disk = true;
+};
+
+/// Accelerate: infer_auto_device_map
+///   auto model = build_llama_skeleton();  // under init_empty_weights
+///   PlanOptions o;  o.max_memory = MaxMemory::parse({{"0", "10GiB"}, {"cpu", "30GiB"}});
+///   o.no_split_module_classes = {"LlamaDecoderLayer"};
+///   DeviceMap map = infer_auto_device_map(*model, o);
+/// Throws ferry::Error for reservations larger than a device's budget, and (allow_disk = false) for a model
+/// that does not fit.
+DeviceMap infer_auto_device_map(const nn::Module& model, const PlanOptions& options = {});
+
+/// Accelerate: get_balanced_memory. A budget that spreads the model evenly over the GPUs: each GPU but the last
+/// gets total/n plus 1.25 × max(first no-split module size, mean leaf-module size); the last keeps all of its
+/// memory. One GPU and no user budget: 90% of it. low_zero: GPU 0 gets only what the others cannot hold.
+MaxMemory get_balanced_memory(const nn::Module& model, const std::optional<MaxMemory>& max_memory = std::nullopt,
+                              const std::vector<std::string>& no_split_module_classes = {},
+                              std::optional<DType> dtype = std::nullopt, const SpecialDTypes& special_dtypes = {},
+                              bool low_zero = false);
+
+/// The string forms of device_map that load_checkpoint_and_dispatch accepts.
+enum class DeviceMapMode { Auto, Balanced, BalancedLow0, Sequential };
+/// "auto", "balanced", "balanced_low_0", "sequential"; anything else is a ferry::Error listing them.
+DeviceMapMode parse_device_map_mode(std::string_view mode);
+std::string_view device_map_mode_name(DeviceMapMode mode);
+
+/// A device map from a mode, exactly as load_checkpoint_and_dispatch resolves it: every mode but "sequential"
+/// first balances the budget (low_zero for "balanced_low_0"), then infer_auto_device_map runs on it.
+DeviceMap plan_device_map(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options = {});
+
+/// Bytes a device map puts on each device (weights only, per compute_module_sizes with `dtype`), in
+/// MaxMemory order. Useful to print a plan and to assert budgets.
+MaxMemory device_map_usage(const nn::Module& model, const DeviceMap& device_map,
+                           std::optional<DType> dtype = std::nullopt, const SpecialDTypes& special_dtypes = {});
+
+}  // namespace ferry

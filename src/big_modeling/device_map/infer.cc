@@ -1,0 +1,278 @@
+// infer_auto_device_map: Accelerate's planning loop (utils/modeling.py), step for step, so that plans are
+// interchangeable with Accelerate's. Departures are marked where they happen; see auto_device_map.h for the list.
+//
+// The loop pops the queue (root's direct parameters, children, direct buffers) and tries the current device:
+//   fits (with the owners of its tied parameters)  -> place it, and them;
+//   only the tied owners are too much              -> split the first splittable owner and retry;
+//   does not fit                                   -> split it unless it is a tensor, childless or no-split;
+//   otherwise (maybe after fallback_allocation)    -> close this device (a main device keeps its reserve) and
+//                                                     retry on the next one.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/nn/module.h"
+#include "ferry/nn/tied.h"  // find_tied_parameters
+#include "planner.h"
+
+namespace ferry::detail {
+namespace {
+
+struct DeviceState {
+  Device device;
+  std::optional<int64_t> budget;  // nullopt: disk, unlimited (Accelerate ignores a disk budget too)
+  bool main = false;              // keeps back the largest remaining layer
+  int64_t used = 0;
+  int64_t buffers = 0;  // buffers of modules placed here, which stay on the execution device
+};
+
+std::string join_names(const std::vector<PlanItem>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "'" : ", '") + i.name + "'";
+  return "[" + out + "]";
+}
+
+class Planner {
+ public:
+  Planner(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options)
+      : options_(options), budget_(budget) {
+    sizes_ = compute_module_sizes(model, options.dtype, options.special_dtypes);
+    tied_ = nn::find_tied_parameters(model);
+    for (const auto& [name, slot] : model.named_parameter_slots(false)) queue_.push_back({name});
+    for (const auto& child : model.children()) queue_.push_back({child.name, child.module.get()});
+    for (const auto& [name, slot] : model.named_buffer_slots(false)) queue_.push_back({name});
+    init_devices();
+  }
+
+  const ModuleSizes& sizes() const { return sizes_; }
+  DeviceMap run();
+
+ private:
+  void init_devices();
+  void log(const std::string& message) const {
+    if (options_.verbose) log_info("{}", message);
+  }
+  void recompute_max_layer() {
+    std::vector<PlanItem> modules;
+    for (const auto& item : queue_)
+      if (item.module != nullptr) modules.push_back(item);
+    max_layer_ = get_max_layer_size(modules, sizes_, options_.no_split_module_classes);
+  }
+  bool try_place(const PlanItem& item, DeviceState& dev, std::optional<int64_t> limit, const SizeWithTies& ties);
+  bool try_split_tied_owner(const PlanItem& item, const SizeWithTies& ties);
+  void warn_about_buffers() const;
+  void log_empty_devices() const;
+  [[noreturn]] void fail_out_of_devices(const PlanItem& item) const;
+
+  const PlanOptions& options_;
+  const MaxMemory& budget_;
+  ModuleSizes sizes_;
+  TiedGroups tied_;
+  PlanQueue queue_;
+  std::vector<DeviceState> devices_;
+  MaxLayer max_layer_;
+  DeviceMap map_;
+  std::vector<std::pair<Device, int64_t>> minimum_needed_;  // devices left empty, with what the first item needed
+};
+
+void Planner::init_devices() {
+  for (const auto& e : budget_.entries()) {
+    if (e.device.is_disk()) continue;
+    devices_.push_back({e.device, e.bytes});
+  }
+  if (options_.allow_disk) devices_.push_back({Device::disk(), std::nullopt});
+  // Main devices: the first GPU (it runs every offloaded layer) and the cpu (it stages every disk layer).
+  // A main device keeps its reserve only when something can be offloaded behind it; with disk allowed that is
+  // always so, as in Accelerate. Without disk the cpu is the last stop and needs none.
+  auto keeps_reserve = [&](std::size_t i) {
+    for (std::size_t j = i + 1; j < devices_.size(); ++j)
+      if (!devices_[j].device.is_accelerator()) return true;
+    return false;
+  };
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    bool first_gpu = devices_[i].device.is_accelerator() && i == 0;
+    bool cpu = devices_[i].device.is_cpu();
+    devices_[i].main = (first_gpu || cpu) && keeps_reserve(i);
+  }
+}
+
+bool Planner::try_place(const PlanItem& item, DeviceState& dev, std::optional<int64_t> limit,
+                        const SizeWithTies& ties) {
+  if (limit && dev.used + ties.size > *limit) return false;
+  if (options_.verbose) {
+    std::string what = ties.owners.empty() ? fmt::format(" (size={})", sizes_[item.name])
+                                           : " and " + join_names(ties.owners);
+    std::string available = limit ? fmt::format(" (available={})", *limit - dev.used) : "";
+    log(fmt::format("Putting {}{}{} on {}.", item.name, what, available, dev.device.str()));
+  }
+  dev.used += ties.size;
+  map_.set(item.name, dev.device);
+  for (const auto& owner : ties.owners) {
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const PlanItem& i) { return i.name == owner.name; });
+    if (it != queue_.end()) queue_.erase(it);
+    map_.set(owner.name, dev.device);
+  }
+  if (!options_.offload_buffers && item.module != nullptr)
+    dev.buffers += compute_module_total_buffer_size(*item.module, options_.dtype, options_.special_dtypes);
+  return true;
+}
+
+bool Planner::try_split_tied_owner(const PlanItem& item, const SizeWithTies& ties) {
+  for (const auto& owner : ties.owners) {
+    if (!can_split(owner, options_.no_split_module_classes)) continue;
+    log(fmt::format("Splitting {}.", owner.name));
+    auto children = split_items(owner);
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const PlanItem& i) { return i.name == owner.name; });
+    if (it == queue_.end()) continue;
+    it = queue_.erase(it);
+    queue_.insert(it, children.begin(), children.end());
+    queue_.push_front(item);
+    recompute_max_layer();
+    return true;
+  }
+  return false;
+}
+
+DeviceMap Planner::run() {
+  max_layer_ = get_max_layer_size(std::vector<PlanItem>(queue_.begin(), queue_.end()), sizes_,
+                                  options_.no_split_module_classes);
+  std::size_t current = 0;
+  while (!queue_.empty()) {
+    PlanItem item = std::move(queue_.front());
+    queue_.pop_front();
+    log(fmt::format("Treating module {}.", item.name));
+    // The largest layer may be gone now; if every name realising it is placed, find the next largest.
+    auto& names = max_layer_.names;
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [&](const std::string& n) { return is_inside(n, item.name); }),
+                names.end());
+    if (names.empty()) recompute_max_layer();
+
+    const int64_t module_size = sizes_[item.name];
+    const std::vector<std::string> tied_params = outside_tied_params(item.name, tied_);
+    if (!tied_params.empty() && options_.verbose) {
+      std::string list;
+      for (const auto& p : tied_params) list += (list.empty() ? "'" : ", '") + p + "'";
+      log(fmt::format("  So those parameters need to be taken into account [{}]", list));
+    }
+    if (current >= devices_.size()) fail_out_of_devices(item);
+    DeviceState& dev = devices_[current];
+    const int64_t reserved = dev.main ? max_layer_.size : 0;
+    const std::optional<int64_t> limit = dev.budget ? std::optional<int64_t>(*dev.budget - reserved) : std::nullopt;
+    const SizeWithTies ties = size_with_ties(tied_params, module_size, sizes_, queue_);
+
+    if (try_place(item, dev, limit, ties)) continue;
+
+    // The module alone fits: make room by splitting one of its tied owners.
+    if (!tied_params.empty() && dev.used + module_size <= *limit) {
+      log(fmt::format("Not enough space on {} to put {} and {} (space available {}, needed size {}).",
+                      dev.device.str(), item.name, join_names(ties.owners), *limit - dev.used, ties.size));
+      if (try_split_tied_owner(item, ties)) continue;
+      log("None of the tied module can be split, going to the next device.");
+    }
+
+    if (dev.used + module_size >= *limit) {
+      log(fmt::format("Not enough space on {} to put {} (space available {}, module size {}).", dev.device.str(),
+                      item.name, *limit - dev.used, module_size));
+      if (can_split(item, options_.no_split_module_classes)) {
+        log(fmt::format("Splitting {}.", item.name));
+        auto children = split_items(item);
+        queue_.insert(queue_.begin(), children.begin(), children.end());
+        recompute_max_layer();
+        continue;
+      }
+      log("This module cannot be split, going to the next device.");
+    }
+
+    if (dev.used == 0 && options_.fallback_allocation && !dev.device.is_disk()) {
+      int64_t fallback_limit = *dev.budget - std::max(max_layer_.size, ties.size);
+      if (auto found = fallback_allocate(queue_, sizes_, fallback_limit - dev.used, options_.no_split_module_classes,
+                                         tied_)) {
+        queue_.push_front(item);
+        queue_.push_front(*found);
+        continue;
+      }
+    }
+
+    if (dev.used == 0) minimum_needed_.emplace_back(dev.device, ties.size + reserved);
+    dev.used += reserved;
+    ++current;
+    queue_.push_front(std::move(item));
+  }
+
+  DeviceMap out = options_.clean_result ? clean_device_map(map_) : map_;
+  warn_about_buffers();
+  log_empty_devices();
+  return out;
+}
+
+void Planner::warn_about_buffers() const {
+  if (options_.offload_buffers) return;
+  int64_t offloaded_buffers = 0;
+  bool any_gpu = false;
+  for (const auto& d : devices_) {
+    if (!d.device.is_accelerator()) offloaded_buffers += d.buffers;
+    any_gpu |= d.device.is_accelerator();
+  }
+  if (offloaded_buffers == 0 || !any_gpu) return;
+  // Buffers of offloaded modules stay on the execution device, all at once; some GPU must hold them.
+  for (const auto& e : budget_.entries()) {
+    if (!e.device.is_accelerator()) continue;
+    auto d = std::find_if(devices_.begin(), devices_.end(), [&](const DeviceState& s) { return s.device == e.device; });
+    int64_t used = d == devices_.end() ? 0 : d->used;
+    if (e.bytes >= offloaded_buffers + used) return;
+  }
+  log_warning(
+      "Current model requires {} bytes of buffer for offloaded layers, which seems does not fit any GPU's remaining "
+      "memory. If you are experiencing a OOM later, please consider using offload_buffers=True.",
+      offloaded_buffers);
+}
+
+void Planner::log_empty_devices() const {
+  if (minimum_needed_.empty()) return;
+  std::string lines;
+  for (const auto& [device, bytes] : minimum_needed_) lines += fmt::format("\n  - {}: {} bytes required", device.str(), bytes);
+  log_warning(
+      "Based on the current allocation process, no modules could be assigned to the following devices due to "
+      "insufficient memory:{}\nThese minimum requirements are specific to this allocation attempt and may vary. "
+      "Consider increasing the available memory for these devices to at least the specified minimum, or adjusting "
+      "the model config.",
+      lines);
+}
+
+void Planner::fail_out_of_devices(const PlanItem& item) const {
+  int64_t left = sizes_[item.name];
+  for (const auto& i : queue_) left += sizes_[i.name];
+  std::string usage;
+  for (const auto& d : devices_)
+    usage += fmt::format("{}{} {} of {}", usage.empty() ? "" : ", ", d.device.str(), format_bytes(d.used),
+                         format_bytes(d.budget.value_or(0)));
+  throw Error(fmt::format("the model does not fit without disk offload: '{}' and what follows ({}) found no room "
+                          "(used / budget: {}; the first GPU and a cpu with a device behind it keep the largest "
+                          "layer, {}, free)",
+                          item.name, format_bytes(left), usage, format_bytes(max_layer_.size)),
+              "infer_auto_device_map",
+              "allow disk offload, raise max_memory, lower the reservations (a shorter context), or load in a "
+              "smaller dtype");
+}
+
+}  // namespace
+
+DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options) {
+  Planner planner(model, budget, options);
+  if (!options.allow_disk) check_budget_can_fit(planner.sizes(), budget, options);
+  return planner.run();
+}
+
+}  // namespace ferry::detail
+
+namespace ferry {
+
+DeviceMap infer_auto_device_map(const nn::Module& model, const PlanOptions& options) {
+  MaxMemory budget = detail::budget_after_reservations(get_max_memory(options.max_memory), options.reservations);
+  return detail::infer_with_budget(model, budget, options);
+}
+
+}  // namespace ferry
