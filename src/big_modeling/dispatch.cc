@@ -129,3 +129,22 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
 }
 
 }  // namespace ferry
+
+namespace ferry {
+
+io::StateDict get_state_dict_offloaded_model(nn::Module& model) {
+  io::StateDict out;
+  for (auto& [name, t] : model.state_dict()) out.set(name, t.is_meta() ? t : t.to(Device::cpu()));
+  for (const auto& [prefix, module] : model.named_modules()) {
+    if (!has_offloaded_params(*module)) continue;
+    auto scope = align_module_device(*module, Device::cpu());
+    const bool recurse = find_align_devices_hook(*module)->options().place_submodules;
+    for (auto& [name, t] : nn::named_module_tensors(*module, true, recurse)) {
+      std::string full = prefix.empty() ? name : prefix + "." + name;
+      if (out.contains(full)) out.set(full, t.to(Device::cpu()).clone());
+    }
+  }
+  return out;
+}
+
+}  // namespace ferry

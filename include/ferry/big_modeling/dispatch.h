@@ -48,3 +48,11 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
 io::StateDict extract_submodules_state_dict(const io::StateDict& state_dict, const std::vector<std::string>& module_names);
 
 }  // namespace ferry
+
+namespace ferry {
+
+/// The model's state dict with offloaded weights read back (copies, on cpu), in state_dict order.
+/// Accelerate: get_state_dict_offloaded_model
+io::StateDict get_state_dict_offloaded_model(nn::Module& model);
+
+}  // namespace ferry
