@@ -232,11 +232,16 @@ std::unique_ptr<Decoder> parse_decoder(const JsonView& json) {
     if (auto v = json.get("add_prefix_space"); v && !v->as_bool()) prepend = false;
     return std::make_unique<Metaspace>(json.at("replacement").as_char(), prepend);
   }
-  if (type == "Replace") return std::make_unique<Replace>(parse_pattern(json.at("pattern")), json.at("content").as_string());
+  if (type == "Replace") {
+    Regex pattern = parse_pattern(json.at("pattern"));
+    return std::make_unique<Replace>(std::move(pattern), json.at("content").as_string());
+  }
   if (type == "ByteFallback") return std::make_unique<ByteFallback>();
   if (type == "Fuse") return std::make_unique<Fuse>();
   if (type == "Strip") {
-    return std::make_unique<Strip>(json.at("content").as_char(), json.at("start").as_u32(), json.at("stop").as_u32());
+    const std::string content = json.at("content").as_char();
+    const std::size_t start = json.at("start").as_u32();
+    return std::make_unique<Strip>(content, start, json.at("stop").as_u32());
   }
   if (type == "BPEDecoder") return std::make_unique<BpeDecoder>(json.string_or("suffix", "</w>"));
   if (type == "WordPiece") return std::make_unique<WordPiece>(json.string_or("prefix", "##"), json.bool_or("cleanup", true));

@@ -149,10 +149,15 @@ std::unique_ptr<Normalizer> parse_normalizer(const JsonView& json) {
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();
-  if (type == "Strip") return std::make_unique<Strip>(json.at("strip_left").as_bool(), json.at("strip_right").as_bool());
+  if (type == "Strip") {
+    const bool left = json.at("strip_left").as_bool();  // read in order, so errors name the first problem
+    const bool right = json.at("strip_right").as_bool();
+    return std::make_unique<Strip>(left, right);
+  }
   if (type == "Prepend") return std::make_unique<Prepend>(json.at("prepend").as_string());
   if (type == "Replace") {
-    return std::make_unique<Replace>(parse_pattern(json.at("pattern")), json.at("content").as_string());
+    Regex pattern = parse_pattern(json.at("pattern"));
+    return std::make_unique<Replace>(std::move(pattern), json.at("content").as_string());
   }
   if (type == "Sequence") {
     const JsonView list = json.at("normalizers");

@@ -100,7 +100,7 @@ class TemplateProcessing final : public PostProcessor {
 // RobertaProcessing / BertProcessing: [cls] ids [sep].
 class ClsSep final : public PostProcessor {
  public:
-  explicit ClsSep(const JsonView& json) : cls_(read_id(json.at("cls"))), sep_(read_id(json.at("sep"))) {}
+  explicit ClsSep(const JsonView& json) : sep_(read_id(json.at("sep"))), cls_(read_id(json.at("cls"))) {}
   void process(std::vector<std::int32_t>& ids, bool add_special_tokens) const override {
     if (!add_special_tokens) return;
     ids.insert(ids.begin(), cls_);
@@ -113,7 +113,7 @@ class ClsSep final : public PostProcessor {
     pair[0].as_string();
     return static_cast<std::int32_t>(pair[1].as_u32());
   }
-  std::int32_t cls_, sep_;
+  std::int32_t sep_, cls_;  // HF's field order: sep, then cls
 };
 
 class NoIdChange final : public PostProcessor {

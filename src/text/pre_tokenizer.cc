@@ -268,13 +268,15 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const JsonView& json) {
   json.expect_object();
   const std::string type = json.at("type").as_string();
   if (type == "ByteLevel") {
-    json.at("add_prefix_space").as_bool();  // required by HF, like trim_offsets
-    json.at("trim_offsets").as_bool();
-    return std::make_unique<ByteLevel>(json.at("add_prefix_space").as_bool(), json.bool_or("use_regex", true));
+    const bool add_prefix_space = json.at("add_prefix_space").as_bool();
+    json.at("trim_offsets").as_bool();  // required by HF although it only affects offsets
+    return std::make_unique<ByteLevel>(add_prefix_space, json.bool_or("use_regex", true));
   }
   if (type == "Split") {
-    return std::make_unique<Split>(parse_pattern(json.at("pattern")), parse_split_behavior(json.at("behavior")),
-                                   json.at("invert").as_bool());
+    Regex pattern = parse_pattern(json.at("pattern"));
+    const SplitBehavior behavior = parse_split_behavior(json.at("behavior"));
+    const bool invert = json.at("invert").as_bool();
+    return std::make_unique<Split>(std::move(pattern), behavior, invert);
   }
   if (type == "Metaspace") return parse_metaspace(json);
   if (type == "Digits") {

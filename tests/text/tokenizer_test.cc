@@ -1,0 +1,191 @@
+// Unit tests of the BPE model, added tokens, encode/decode and DecodeStream, on tiny hand-written
+// tokenizer.json documents (tiny_tokenizer.h). The oracle test covers real configurations end to end.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/text/tokenizer.h"
+#include "tiny_tokenizer.h"
+
+namespace ferry::text {
+namespace {
+
+using nlohmann::json;
+using testing::load;
+using testing::tiny_tokenizer_json;
+using Ids = std::vector<TokenId>;
+
+TEST(Bpe, MergesByRank) {
+  const Tokenizer tok = load(tiny_tokenizer_json());
+  EXPECT_EQ(tok.encode("abc"), (Ids{8}));         // a+b (rank 0), then ab+c (rank 1)
+  EXPECT_EQ(tok.encode("abcd"), (Ids{8, 3}));     // ab+c outranks c+d
+  EXPECT_EQ(tok.encode("cdab"), (Ids{9, 7}));
+  EXPECT_EQ(tok.encode("eab"), (Ids{4, 7}));
+  EXPECT_EQ(tok.encode(""), (Ids{}));
+  EXPECT_EQ(tok.encode("xa"), (Ids{0}));  // no unk_token: unknown characters vanish, as in HF
+}
+
+TEST(Bpe, MergesListedAsPairsAndLaterDuplicatesWin) {
+  json j = tiny_tokenizer_json();
+  j["model"]["merges"] = json::array({json::array({"c", "d"}), json::array({"a", "b"}), json::array({"ab", "c"})});
+  EXPECT_EQ(load(j).encode("abcd"), (Ids{7, 9}));  // now c+d is rank 0
+}
+
+TEST(Bpe, UnkTokenFusesWhenAsked) {
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"]["<unk>"] = 10;
+  j["model"]["unk_token"] = "<unk>";
+  EXPECT_EQ(load(j).encode("axyb"), (Ids{0, 10, 10, 1}));
+  j["model"]["fuse_unk"] = true;
+  EXPECT_EQ(load(j).encode("axyb"), (Ids{0, 10, 1}));
+  j["model"]["unk_token"] = "<missing>";
+  EXPECT_THROW(load(j).encode("x"), Error);  // like HF: reported when needed
+}
+
+TEST(Bpe, ByteFallbackSpellsUnknownCharactersAsBytes) {
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"]["<0xC3>"] = 21;
+  j["model"]["vocab"]["<0xA9>"] = 20;
+  j["model"]["byte_fallback"] = true;
+  j["model"]["vocab"]["<unk>"] = 10;
+  j["model"]["unk_token"] = "<unk>";
+  j["decoder"] = {{"type", "ByteFallback"}};
+  const Tokenizer tok = load(j);
+  EXPECT_EQ(tok.encode("a\xC3\xA9"), (Ids{0, 21, 20}));  // é = C3 A9
+  EXPECT_EQ(tok.encode("\xC3\xA8"), (Ids{10}));           // A8 has no byte token: unk for the character
+  EXPECT_EQ(tok.decode(Ids{0, 21, 20}), "a\xC3\xA9");
+}
+
+TEST(Bpe, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"]["bc"] = 11;  // reachable only as a whole word: no merge makes it
+  EXPECT_EQ(load(j).encode("bc"), (Ids{1, 2}));
+  j["model"]["ignore_merges"] = true;
+  EXPECT_EQ(load(j).encode("bc"), (Ids{11}));
+}
+
+TEST(Bpe, LongWordsMergeInNearLinearTime) {
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"]["aa"] = 12;
+  j["model"]["vocab"]["aaaa"] = 13;
+  j["model"]["merges"] = json::array({"a a", "aa aa"});
+  const Tokenizer tok = load(j);
+  const std::string word(200001, 'a');
+  const auto start = std::chrono::steady_clock::now();
+  const Ids ids = tok.encode(word);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(ids.size(), 50001u);
+  EXPECT_EQ(ids.front(), 13);
+  EXPECT_EQ(ids.back(), 0);
+  // A quadratic merge loop needs minutes for 200,000 symbols; the heap needs milliseconds.
+  EXPECT_LT(seconds, 5.0);
+}
+
+TEST(AddedTokens, IdsFollowHuggingFacesAssignment) {
+  json j = tiny_tokenizer_json();
+  j["added_tokens"] = json::array({
+      {{"id", 5}, {"content", "ab"}, {"special", false}},     // already in the vocab: keeps id 7
+      {{"id", 10}, {"content", "<s>"}, {"special", true}},    // new: vocab size (10)
+      {{"id", 11}, {"content", "</s>"}, {"special", true}},   // next: 11
+  });
+  ScopedLogCapture log(LogLevel::Warning);
+  const Tokenizer tok = load(j);
+  EXPECT_EQ(tok.token_to_id("ab"), 7);
+  EXPECT_EQ(tok.token_to_id("<s>"), 10);
+  EXPECT_EQ(tok.token_to_id("</s>"), 11);
+  EXPECT_EQ(tok.vocab_size(), 12u);
+  EXPECT_TRUE(tok.is_special(10));
+  EXPECT_FALSE(tok.is_special(7));
+  EXPECT_TRUE(log.contains("\"ab\" is listed with id 5 but gets id 7"));
+}
+
+json with_added(std::initializer_list<json> tokens) {
+  json j = tiny_tokenizer_json();
+  j["added_tokens"] = json::array();
+  int id = 10;
+  for (json t : tokens) {
+    t["id"] = id++;
+    j["added_tokens"].push_back(t);
+  }
+  return j;
+}
+
+TEST(AddedTokens, MatchedBeforeTheModelWithStripAndSingleWordRules) {
+  const Tokenizer tok = load(with_added({
+      {{"content", "<m>"}, {"lstrip", true}, {"normalized", false}},
+      {{"content", "[x]"}, {"rstrip", true}, {"normalized", false}},
+      {{"content", "de"}, {"single_word", true}, {"normalized", false}},
+  }));
+  EXPECT_EQ(tok.encode("a  <m>b"), (Ids{0, 10, 1}));          // lstrip swallows the spaces before <m>
+  EXPECT_EQ(tok.encode("a [x]  b"), (Ids{0, 5, 11, 1}));      // rstrip swallows the spaces after [x]
+  EXPECT_EQ(tok.encode("e de e"), (Ids{4, 5, 12, 5, 4}));     // a whole word: the added token (12)
+  EXPECT_EQ(tok.encode("ede"), (Ids{4, 3, 4}));               // inside a word: left to the model
+  EXPECT_EQ(tok.encode("<m><m>"), (Ids{10, 10}));
+}
+
+TEST(AddedTokens, NormalizedTokensMatchTheNormalizedText) {
+  json j = with_added({{{"content", "ABE"}, {"normalized", true}}, {{"content", "DE"}, {"normalized", false}}});
+  j["normalizer"] = {{"type", "Lowercase"}};
+  const Tokenizer tok = load(j);
+  EXPECT_EQ(tok.encode("xAbEx"), (Ids{10}));  // "abe" in the lowercased text
+  EXPECT_EQ(tok.encode("DE de"), (Ids{11, 5, 3, 4}));  // raw match is case-sensitive
+}
+
+TEST(EncodeDecode, TemplateAddsSpecialTokensAndDecodeCanSkipThem) {
+  json j = with_added({{{"content", "<s>"}, {"special", true}, {"normalized", false}}});
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", json::array({"<s>", "$A"})},
+                         {"pair", json::array({"<s>", "$A", "$B"})},
+                         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {10}}, {"tokens", {"<s>"}}}}}}};
+  j["decoder"] = {{"type", "Fuse"}};
+  const Tokenizer tok = load(j);
+  EXPECT_EQ(tok.encode("abc"), (Ids{10, 8}));
+  EXPECT_EQ(tok.encode("abc", false), (Ids{8}));
+  EXPECT_EQ(tok.decode(Ids{10, 8}), "<s>abc");
+  EXPECT_EQ(tok.decode(Ids{10, 8}, true), "abc");
+  EXPECT_EQ(tok.decode(Ids{8, 999, -1}), "abc");  // unknown ids are skipped
+  EXPECT_EQ(tok.id_to_token(8), "abc");
+  EXPECT_EQ(tok.id_to_token(999), std::nullopt);
+}
+
+TEST(EncodeDecode, WithoutDecoderTokensAreJoinedWithSpaces) {
+  EXPECT_EQ(load(tiny_tokenizer_json()).decode(Ids{8, 3}), "abc d");
+}
+
+TEST(EncodeDecode, InvalidUtf8InputIsRepairedFirst) {
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"]["\xEF\xBF\xBD"] = 14;
+  const Tokenizer tok = load(j);
+  EXPECT_EQ(tok.encode("a\xFF" "b\xE2\x82"), (Ids{0, 14, 1, 14}));
+}
+
+TEST(DecodeStream, HoldsByteFallbackPiecesUntilTheCharacterIsComplete) {
+  // The example of HF's DecodeStream documentation (tokenizer/mod.rs).
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"] = {{"<0x20>", 0}, {"<0xC3>", 1}, {"<0xA9>", 2}, {" This", 3}};
+  j["model"]["merges"] = json::array();
+  j["model"]["byte_fallback"] = true;
+  j["decoder"] = {{"type", "ByteFallback"}};
+  const Tokenizer tok = load(j);
+  DecodeStream stream(tok);
+  EXPECT_EQ(stream.step(0), " ");
+  EXPECT_EQ(stream.step(1), std::nullopt);  // half of é
+  EXPECT_EQ(stream.step(2), "\xC3\xA9");
+}
+
+TEST(DecodeStream, KeepsTheSpaceThatMetaspaceDropsAtTheStart) {
+  json j = tiny_tokenizer_json();
+  j["model"]["vocab"] = {{"\xE2\x96\x81This", 0}};
+  j["model"]["merges"] = json::array();
+  j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}};
+  const Tokenizer tok = load(j);
+  EXPECT_EQ(tok.decode(Ids{0, 0}), "This This");
+  DecodeStream stream(tok);
+  EXPECT_EQ(stream.step(0), "This");
+  EXPECT_EQ(stream.step(0), " This");
+}
+
+}  // namespace
+}  // namespace ferry::text
