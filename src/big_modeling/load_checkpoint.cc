@@ -79,7 +79,15 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
   if (o.offload_state_dict)
     state_dict_folder.path = make_temp_dir(o.offload_folder.value_or(std::filesystem::temp_directory_path()));
 
+  LoadProgress progress;
+  progress.shard_count = files.shards.size();
+  if (o.on_progress)
+    for (const auto& shard : files.shards) progress.bytes_total += std::filesystem::file_size(shard);
+
   for (const auto& shard : files.shards) {
+    ++progress.shard_index;
+    progress.shard_name = shard.filename().string();
+    progress.tensors_done = 0;
     const bool safetensors = io::checkpoint_file_format(shard) == io::CheckpointFormat::Safetensors;
     io::StateDict sd = io::load_state_dict(shard);  // safetensors: zero-copy views; cast per tensor below
     std::vector<std::string> unexpected;
@@ -89,6 +97,7 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
       throw Error("checkpoint tensors not in the model: " + list_names(unexpected), shard.string(),
                   "is this checkpoint for this architecture? (strict loading)");
     result.unexpected_keys.insert(result.unexpected_keys.end(), unexpected.begin(), unexpected.end());
+    progress.tensors_in_shard = sd.size();
 
     for (const auto& [name, value] : sd) {
       if (!model_keys.count(name)) continue;
@@ -133,6 +142,9 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
       }
       loaded.insert(name);
       result.bytes_read += value.nbytes();
+      progress.bytes_done += value.nbytes();
+      ++progress.tensors_done;
+      if (o.on_progress) o.on_progress(progress);
     }
   }
 
@@ -177,6 +189,7 @@ LoadAndDispatchResult load_checkpoint_and_dispatch(nn::Module& model, const std:
   load.dtype = o.dtype;
   load.offload_buffers = o.offload_buffers;
   load.strict = o.strict;
+  load.on_progress = o.on_progress;
   const bool has_disk = map && std::any_of(map->begin(), map->end(), [](const auto& e) { return e.second.is_disk(); });
   load.offload_state_dict = o.offload_state_dict.value_or(has_disk);
   result.load = load_checkpoint_in_model(model, checkpoint, load);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -15,6 +16,16 @@
 #include "ferry/nn/module.h"
 
 namespace ferry {
+
+/// Where a load stands, for progress bars: reported after each tensor.
+struct LoadProgress {
+  std::size_t shard_index = 0, shard_count = 0;  // 1-based index of the shard being read
+  std::string shard_name;
+  std::size_t tensors_done = 0;                  // in this shard
+  std::size_t tensors_in_shard = 0;
+  std::size_t bytes_done = 0, bytes_total = 0;   // over the whole checkpoint (tensor bytes as stored)
+};
+using LoadProgressCallback = std::function<void(const LoadProgress&)>;
 
 struct LoadCheckpointOptions {
   /// Where each tensor goes (longest whole-component prefix). Unset: each tensor stays on its current device
@@ -34,6 +45,8 @@ struct LoadCheckpointOptions {
   std::vector<std::string> keep_in_fp32_modules;
   /// Unexpected and missing keys are errors instead of warnings.
   bool strict = false;
+  /// Called after each tensor (empty: none).
+  LoadProgressCallback on_progress;
 };
 
 /// What a load did: for reports and for dispatch_model.
@@ -67,6 +80,7 @@ struct LoadAndDispatchOptions {
   std::vector<std::string> preload_module_classes;
   bool force_hooks = false;
   bool strict = false;
+  LoadProgressCallback on_progress;
   /// Bytes to keep free per device for the KV cache and activations (ferry; none = Accelerate's plan).
   std::vector<Reservation> reservations;
 };
