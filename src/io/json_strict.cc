@@ -42,34 +42,65 @@ std::optional<std::size_t> find_invalid_utf8(std::string_view text) noexcept {
   return std::nullopt;
 }
 
+namespace {
+
+// A SAX pass that only looks for keys repeated inside one object (a stack of key sets, one per open object).
+// nlohmann's parse callback could do this too, but its DOM builder rescans the parent object after every child
+// object, which is quadratic in the number of entries (minutes for a 20k-entry index).
+class DuplicateKeyFinder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!open_.empty() && !open_.back().insert(k).second) {
+      duplicate = k;
+      return false;  // stop: one is enough
+    }
+    return true;
+  }
+  bool end_object() override {
+    if (!open_.empty()) open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = e.what();
+    return false;
+  }
+
+  std::optional<std::string> duplicate;
+  std::optional<std::string> error;
+
+ private:
+  std::vector<std::set<std::string>> open_;
+};
+
+}  // namespace
+
 nlohmann::json parse_json_strict(std::string_view text, const std::string& where, std::string_view what) {
   if (auto bad = find_invalid_utf8(text))
     throw Error(std::string(what) + " is not valid UTF-8 (bad byte sequence at offset " + std::to_string(*bad) + ")",
                 where);
-  // One set of keys per open object; the parser calls back with object_start before an object's keys.
-  std::vector<std::set<std::string>> open_objects;
-  std::optional<std::string> duplicate;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) {
-      open_objects.emplace_back();
-    } else if (event == E::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == E::key && !open_objects.empty() && parsed.is_string()) {
-      if (!open_objects.back().insert(parsed.get<std::string>()).second && !duplicate)
-        duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  nlohmann::json j;
+  DuplicateKeyFinder finder;
+  nlohmann::json::sax_parse(text.begin(), text.end(), &finder, nlohmann::json::input_format_t::json,
+                            /*strict=*/true, /*ignore_comments=*/false);
+  if (finder.error) throw Error(std::string(what) + " is not valid JSON: " + *finder.error, where);
+  if (finder.duplicate) throw Error(std::string(what) + " repeats the key \"" + *finder.duplicate + "\"", where);
   try {
-    j = nlohmann::json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
-                              /*ignore_comments=*/false);
-  } catch (const nlohmann::json::exception& e) {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {  // not reached: the SAX pass saw the same text
     throw Error(std::string(what) + " is not valid JSON: " + e.what(), where);
   }
-  if (duplicate) throw Error(std::string(what) + " repeats the key \"" + *duplicate + "\"", where);
-  return j;
 }
 
 std::optional<int64_t> json_nonneg_int(const nlohmann::json& v) noexcept {

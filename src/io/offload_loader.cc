@@ -1,7 +1,5 @@
 // OffloadedWeightsLoader and PrefixedDataset: the weight maps hooks read offloaded weights from
 // (see include/ferry/io/offload.h).
-#include <unordered_set>
-
 #include "ferry/core/error.h"
 #include "ferry/io/offload.h"
 
@@ -12,8 +10,6 @@ namespace ferry::io {
 OffloadedWeightsLoader::OffloadedWeightsLoader(StateDict state_dict, std::optional<fs::path> save_folder,
                                                std::optional<OffloadIndex> index, Device device)
     : state_dict_(std::move(state_dict)), device_(device) {
-  if (state_dict_.empty() && !save_folder)
-    throw Error("OffloadedWeightsLoader needs a state dict or an offload folder");
   if (save_folder) save_folder_ = *save_folder;
   if (index) index_ = std::move(*index);
   else if (save_folder) index_ = load_offload_index(*save_folder);

@@ -243,7 +243,7 @@ void Unpickler::step(uint8_t op) {
     }
     case 'X': case 0x8c: case 0x8d: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
       const uint64_t len = le(op == 'X' ? 4 : op == 0x8c ? 1 : 8);
-      if (len > n_ - pos_) fail("pickle string runs past the end of the data");
+      if (len > n_ - pos_) fail("pickle is truncated inside a string");
       const auto* p = take(static_cast<std::size_t>(len));
       push(make(Obj{.kind = Kind::Str, .s = std::string(reinterpret_cast<const char*>(p), len)}));
       return;
@@ -458,9 +458,12 @@ PickledStateDict Unpickler::result(uint32_t root) {
   out.storages = storages_;
   std::unordered_set<std::string> seen;
   for (std::size_t k = 0; k + 1 < dict.items.size(); k += 2) {
-    const Obj &key = at(dict.items[k]), &value = at(dict.items[k + 1]);
+    const Obj& key = at(dict.items[k]);
     if (key.kind != Kind::Str) fail(std::string("state dict key is a ") + kind_name(key.kind) + ", not a string");
     if (!seen.insert(key.s).second) fail("state dict names \"" + key.s + "\" twice");
+  }
+  for (std::size_t k = 0; k + 1 < dict.items.size(); k += 2) {
+    const Obj &key = at(dict.items[k]), &value = at(dict.items[k + 1]);
     if (value.kind != Kind::Tensor)
       throw Error(std::string("value is a ") + kind_name(value.kind) + ", not a tensor", where_ + ": " + key.s,
                   value.kind == Kind::Dict ? "the file nests a state dict under this key; ferry reads flat state "

@@ -99,7 +99,9 @@ class OffloadedWeightsLoader : public WeightsMap {
  public:
   /// `state_dict`: tensors kept in RAM (returned as they are). `save_folder`: the offload folder (its index.json
   /// is read unless `index` is given). `device`: where tensors read from disk are placed (default cpu; a cpu
-  /// .dat read is a zero-copy view). Throws ferry::Error when both state_dict and save_folder are empty.
+  /// .dat read is a zero-copy view). Throws ferry::Error when save_folder is given without `index` and has no
+  /// readable index.json. (Accelerate refuses state_dict=None and save_folder=None; C++ has no None, and an empty
+  /// loader is harmless.)
   OffloadedWeightsLoader(StateDict state_dict = {}, std::optional<std::filesystem::path> save_folder = std::nullopt,
                          std::optional<OffloadIndex> index = std::nullopt, Device device = Device::cpu());
 
