@@ -1,0 +1,79 @@
+// AutoModelForCausalLM: from a Hugging Face model folder (config.json + safetensors or pytorch_model.bin, sharded
+// or not) to a running model, the way transformers' AutoModelForCausalLM.from_pretrained does — with no conversion
+// step. The architecture is chosen from config.json (architectures[0], else model_type); the skeleton is built
+// under init_empty_weights (no bytes), then the checkpoint's tensors go straight to where they will live.
+//
+// Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (llama.h), GPT2LMHeadModel (gpt2.h),
+// GPTJForCausalLM (gptj.h).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ferry/big_modeling/device_map.h"  // DeviceMap
+#include "ferry/big_modeling/max_memory.h"  // MaxMemory
+#include "ferry/core/dtype.h"
+#include "ferry/models/causal_lm.h"
+#include "ferry/models/config.h"
+
+namespace ferry::models {
+
+/// from_pretrained's keywords, with transformers' / Accelerate's names and defaults.
+struct FromPretrainedOptions {
+  /// Where each module runs. Unset, "cpu", or a map sending everything to cpu: loaded resident on the cpu.
+  /// A mode ("auto", "balanced", "balanced_low_0", "sequential") or any other DeviceMap: planned and dispatched
+  /// through big_modeling's load_checkpoint_and_dispatch.
+  std::variant<std::monostate, std::string, DeviceMap> device_map;
+  /// Budget per device for the modes; nullopt = what the devices have free.
+  std::optional<MaxMemory> max_memory;
+  /// The dtype float weights are loaded as; nullopt = config.json's dtype/torch_dtype, else f32.
+  std::optional<DType> dtype;
+  /// Where disk-offloaded weights go when a plan uses "disk" (and the weights must be rewritten).
+  std::filesystem::path offload_folder;
+  /// Accelerate: offload_state_dict — stage cpu-bound weights on disk while loading, to bound peak RAM.
+  bool offload_state_dict = false;
+  /// Modules a plan never splits across devices; empty = the architecture's block class (LlamaDecoderLayer, ...).
+  std::vector<std::string> no_split_module_classes;
+};
+
+class AutoModelForCausalLM {
+ public:
+  /// Loads the model in `folder`.
+  ///   auto model = AutoModelForCausalLM::from_pretrained("TinyLlama-1.1B", {.dtype = DType::BF16});
+  ///   auto cache = model->make_cache();
+  ///   Tensor logits = model->logits(prompt_ids, cache);
+  /// Throws ferry::Error before reading any weight for a bad config, an unknown architecture or missing shards; while
+  /// loading, for a tensor whose shape disagrees with config.json (naming tensor and file); after, listing every
+  /// tensor the checkpoint lacks. Unexpected checkpoint tensors are a warning (ferry::log_warning), except the
+  /// buffers old checkpoints carry (GPT-2's attn.bias, rotary inv_freq), which are skipped silently.
+  /// HF: AutoModelForCausalLM.from_pretrained(folder, device_map=..., max_memory=..., dtype=..., ...)
+  static std::shared_ptr<CausalLM> from_pretrained(const std::filesystem::path& folder,
+                                                   const FromPretrainedOptions& options = {});
+
+  /// Builds the architecture `config` names, weights of `dtype`: random (nn/init.h) normally, on meta inside
+  /// init_empty_weights — the skeleton planners need:
+  ///   std::shared_ptr<CausalLM> skeleton;
+  ///   { auto guard = nn::init_empty_weights(); skeleton = AutoModelForCausalLM::from_config(config, DType::BF16); }
+  /// HF: AutoModelForCausalLM.from_config
+  static std::shared_ptr<CausalLM> from_config(const ConfigJson& config, DType dtype = DType::F32);
+};
+
+/// The architecture to build for `config`: architectures[0] when ferry implements it; otherwise model_type's causal
+/// LM (transformers' AutoModelForCausalLM also goes by model_type, so ["LlamaModel"] + "llama" loads
+/// LlamaForCausalLM). Throws ferry::Error naming both keys and listing what ferry supports.
+std::string resolve_architecture(const ConfigJson& config);
+
+/// The causal-LM classes ferry implements, in a fixed order.
+std::vector<std::string> supported_architectures();
+
+/// The dtype from_pretrained loads in: `requested`, else config.json's, else f32.
+DType resolve_dtype(const ConfigJson& config, std::optional<DType> requested);
+
+/// True when `device_map` means "everything on the cpu" (unset, "cpu", or a map whose only device is cpu).
+bool is_resident_cpu_map(const std::variant<std::monostate, std::string, DeviceMap>& device_map);
+
+}  // namespace ferry::models

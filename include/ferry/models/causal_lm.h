@@ -1,0 +1,90 @@
+// CausalLM: what every decoder-only language model in ferry offers (transformers' *ForCausalLM classes) — one forward
+// contract, a description of its shape for planners, and a KV cache factory.
+//
+// Legend: T = new tokens, T' = positions whose logits are returned, V = vocab size, C = hidden size.
+//
+// Forward contract (HF names; call through operator() so hooks run):
+//   args[0] or "input_ids":  i64 [T] or [1, T] — the new tokens (batch size 1)
+//   "past_key_values":       a KvCache Value (cache_value(cache)); without one the forward uses a fresh cache
+//   "position_ids":          i64 [T]; default: cache length + 0..T-1
+//   "logits_to_keep":        int; 0 (default) = logits for every position, n = the last n
+// returns Dict{"logits": f32 [T', V], "past_key_values": the cache used}.
+// A prompt is prefilled in one forward; decoding feeds one token at a time with the same cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ferry/core/dtype.h"
+#include "ferry/core/tensor.h"
+#include "ferry/models/kv_cache.h"
+#include "ferry/nn/module.h"
+
+namespace ferry::models {
+
+/// The facts about an architecture that loaders, planners and `ferry inspect` need without reading the modules.
+struct CausalLMInfo {
+  std::string architecture;     // the HF class: "LlamaForCausalLM", "GPT2LMHeadModel", ...
+  std::string model_type;       // "llama", "mistral", "qwen2", "gpt2", "gptj"
+  std::string block_class;      // the decoder block's class, the default no_split_module_classes entry
+  std::string base_model_prefix;  // "model" or "transformer": the base model's attribute name
+  std::string layers_prefix;    // "model.layers", "transformer.h"
+  int64_t num_hidden_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t vocab_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+
+  /// Bytes one token adds to one layer's KV cache stored as `dtype`.
+  int64_t kv_cache_bytes_per_token(DType dtype = DType::F32) const;
+};
+
+class CausalLM : public nn::Module {
+ public:
+  const CausalLMInfo& info() const noexcept { return info_; }
+
+  /// A cache with one slot per layer. dtype: storage of keys/values (f32, f16 or bf16).
+  std::shared_ptr<KvCache> make_cache(DType dtype = DType::F32) const;
+
+  /// Runs the model through operator() (so hooks run) and returns the logits f32 [T', V].
+  ///   auto cache = model->make_cache();
+  ///   Tensor all = model->logits(prompt, cache);                 // [T, V]
+  ///   Tensor last = model->logits(next_token, cache, 1);         // [1, V]
+  Tensor logits(const Tensor& input_ids, const std::shared_ptr<KvCache>& cache = nullptr,
+                int64_t logits_to_keep = 0);
+
+ protected:
+  explicit CausalLM(CausalLMInfo info) : info_(std::move(info)) {}
+
+ private:
+  CausalLMInfo info_;
+};
+
+/// The forward inputs of a base model (LlamaModel, GPT2Model, ...), parsed and checked once.
+struct CausalLMInputs {
+  Tensor input_ids;      // i64 [T]
+  nn::Value cache;       // the KvCache Value: the caller's, or a fresh one
+  Tensor position_ids;   // i64 [T], on input_ids' device
+};
+
+/// Reads input_ids, past_key_values and position_ids as the forward contract above describes. `where` names the
+/// module in errors (bad dtype or rank, T = 0, position_ids of another length).
+CausalLMInputs parse_causal_lm_inputs(const nn::Args& args, int64_t num_layers, std::string_view where);
+
+/// "logits_to_keep" from args (0 when absent); throws ferry::Error for a negative value.
+int64_t logits_to_keep_arg(const nn::Args& args, std::string_view where);
+
+/// The last `logits_to_keep` rows of hidden [T, C] (all of them for 0 or n ≥ T), a view.
+/// HF: slice_logits_to_keep
+Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep);
+
+/// The named tensor argument `name` of a submodule forward (position_ids, position_embeddings); throws
+/// ferry::Error naming the module when absent.
+const Tensor& required_tensor_kwarg(const nn::Args& args, std::string_view name, std::string_view where);
+
+}  // namespace ferry::models

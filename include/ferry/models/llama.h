@@ -1,0 +1,154 @@
+// The Llama family: LlamaForCausalLM, and the two architectures that differ from it only in configuration —
+// MistralForCausalLM (sliding-window attention) and Qwen2ForCausalLM (q/k/v biases, sliding window on upper layers).
+// transformers: models/llama/modeling_llama.py, models/mistral/modeling_mistral.py, models/qwen2/modeling_qwen2.py.
+//
+// Legend: T = tokens, C = hidden_size, I = intermediate_size, Hq = num_attention_heads, Hkv = num_key_value_heads,
+// D = head_dim, V = vocab_size.
+//
+// Module tree and parameter names are transformers' (and so the checkpoint keys):
+//   model.embed_tokens  model.layers.N.{self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, input_layernorm,
+//   post_attention_layernorm}  model.norm  model.rotary_emb  lm_head
+// Class names carry the family prefix (MistralDecoderLayer, Qwen2RMSNorm, ...), as no_split_module_classes expect.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/core/dtype.h"
+#include "ferry/models/causal_lm.h"
+#include "ferry/models/config.h"
+#include "ferry/nn/containers.h"
+#include "ferry/nn/embedding.h"
+#include "ferry/nn/linear.h"
+#include "ferry/nn/norm.h"
+#include "ferry/nn/rotary.h"
+
+namespace ferry::models {
+
+/// LlamaConfig / MistralConfig / Qwen2Config: config.json keys, transformers' defaults, validated once.
+struct LlamaConfig {
+  std::string architecture = "LlamaForCausalLM";
+  std::string class_prefix = "Llama";  // "Llama", "Mistral" or "Qwen2"
+  std::string model_type = "llama";
+  int64_t vocab_size = 0;          // required
+  int64_t hidden_size = 0;         // required
+  int64_t intermediate_size = 0;   // required
+  int64_t num_hidden_layers = 0;   // required
+  int64_t num_attention_heads = 0; // required
+  int64_t num_key_value_heads = 0; // default num_attention_heads
+  int64_t head_dim = 0;            // default hidden_size / num_attention_heads
+  int64_t max_position_embeddings = 2048;
+  std::string hidden_act = "silu";
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;   // Llama: attention_bias; Qwen2: always; Mistral: never
+  bool o_proj_bias = false;  // Llama: attention_bias
+  bool mlp_bias = false;     // Llama: mlp_bias
+  nn::RopeParameters rope;
+  /// Per layer: 0 = full causal attention, W > 0 = only the last W keys (Mistral's sliding_window; Qwen2's
+  /// layer_types / use_sliding_window + max_window_layers).
+  std::vector<int64_t> sliding_window;
+
+  /// Reads a config of any of the three architectures (the family is chosen by `architecture`).
+  static LlamaConfig from_json(const ConfigJson& json, const std::string& architecture);
+};
+
+/// The family's RMSNorm under its HF class name (LlamaRMSNorm, MistralRMSNorm, Qwen2RMSNorm).
+class LlamaRMSNorm : public nn::RMSNorm {
+ public:
+  LlamaRMSNorm(std::string class_name, int64_t hidden_size, double eps, DType dtype)
+      : nn::RMSNorm(hidden_size, eps, dtype), class_name_(std::move(class_name)) {}
+  std::string type_name() const override { return class_name_; }
+
+ private:
+  std::string class_name_;
+};
+
+/// SwiGLU feed-forward: down_proj(silu(gate_proj(x)) · up_proj(x)). x: [T, C] -> [T, C].
+class LlamaMLP : public nn::Module {
+ public:
+  LlamaMLP(const LlamaConfig& config, DType dtype);
+  std::string type_name() const override { return prefix_ + "MLP"; }
+  nn::Value forward(const nn::Args& args) override;
+  using nn::Module::operator();
+
+  std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
+
+ private:
+  std::string prefix_;
+};
+
+/// Multi-head attention with grouped KV heads and RoPE. x: [T, C] -> [T, C].
+/// Named arguments: position_ids i64 [T], position_embeddings (inv_freq from rotary_emb), past_key_values.
+class LlamaAttention : public nn::Module {
+ public:
+  LlamaAttention(const LlamaConfig& config, int64_t layer_idx, DType dtype);
+  std::string type_name() const override { return prefix_ + "Attention"; }
+  nn::Value forward(const nn::Args& args) override;
+  using nn::Module::operator();
+
+  std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+
+ private:
+  std::string prefix_;
+  int64_t layer_idx_, num_heads_, num_key_value_heads_, head_dim_, sliding_window_;
+  float scaling_;
+};
+
+/// Pre-norm block: h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)).
+class LlamaDecoderLayer : public nn::Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& config, int64_t layer_idx, DType dtype);
+  std::string type_name() const override { return prefix_ + "DecoderLayer"; }
+  nn::Value forward(const nn::Args& args) override;
+  using nn::Module::operator();
+
+  std::shared_ptr<LlamaAttention> self_attn;
+  std::shared_ptr<LlamaMLP> mlp;
+  std::shared_ptr<LlamaRMSNorm> input_layernorm, post_attention_layernorm;
+
+ private:
+  std::string prefix_;
+};
+
+/// The decoder stack. Forward: input_ids (+ past_key_values, position_ids) -> final hidden states f32 [T, C].
+class LlamaModel : public nn::Module {
+ public:
+  LlamaModel(const LlamaConfig& config, DType dtype);
+  std::string type_name() const override { return prefix_ + "Model"; }
+  nn::Value forward(const nn::Args& args) override;
+  using nn::Module::operator();
+
+  std::shared_ptr<nn::Embedding> embed_tokens;
+  std::shared_ptr<nn::ModuleList> layers;
+  std::shared_ptr<LlamaRMSNorm> norm;
+  std::shared_ptr<nn::RotaryEmbedding> rotary_emb;
+
+ private:
+  std::string prefix_;
+};
+
+/// LlamaModel + lm_head (tied to embed_tokens when tie_word_embeddings). Forward: causal_lm.h's contract.
+class LlamaForCausalLM : public CausalLM {
+ public:
+  LlamaForCausalLM(const LlamaConfig& config, DType dtype);
+  std::string type_name() const override { return config_.architecture; }
+  nn::Value forward(const nn::Args& args) override;
+  using nn::Module::operator();
+
+  const LlamaConfig& config() const noexcept { return config_; }
+
+  std::shared_ptr<LlamaModel> model;
+  std::shared_ptr<nn::Linear> lm_head;
+
+ private:
+  LlamaConfig config_;
+};
+
+/// Factory entry for auto_model: reads the config and builds the model (parameters on meta inside
+/// init_empty_weights). `architecture` is one of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.
+std::shared_ptr<CausalLM> make_llama_family(const ConfigJson& config, const std::string& architecture, DType dtype);
+
+}  // namespace ferry::models

@@ -1,0 +1,235 @@
+// Llama, Mistral and Qwen2 causal LMs, after transformers' modeling_llama.py (LLaMA: arXiv 2302.13971; Llama 2:
+// arXiv 2307.09288), modeling_mistral.py (arXiv 2310.06825) and modeling_qwen2.py. One implementation serves the
+// three: they differ only in which projections carry a bias and which layers use sliding-window attention.
+//
+// Where ferry differs from transformers, and why:
+//  - Activations are f32 whatever the weights' dtype (ops convert weights on the fly); transformers computes in the
+//    weights' dtype. f16/bf16 logits therefore differ slightly, and ferry's are the more precise.
+//  - rotary_emb returns inv_freq, not (cos, sin): ops::apply_rotary_ forms the angles itself (nn/rotary.h).
+//  - repeat_kv and the causal / sliding-window mask live inside ops::attention, which reads grouped KV heads in
+//    place instead of copying them Hq/Hkv times.
+//  - Batch size 1 without padding, so there is no attention_mask argument.
+#include "ferry/models/llama.h"
+
+#include <cmath>
+
+#include "ferry/core/error.h"
+#include "ferry/ops/attention.h"
+#include "ferry/ops/elementwise.h"
+#include "ferry/ops/rotary.h"
+
+namespace ferry::models {
+
+namespace {
+
+struct FamilyDefaults {
+  const char* prefix;
+  const char* model_type;
+  int64_t max_position_embeddings;
+  int64_t num_key_value_heads;  // when the key is absent (0: num_attention_heads)
+};
+
+FamilyDefaults family_defaults(const std::string& architecture) {
+  if (architecture == "LlamaForCausalLM") return {"Llama", "llama", 2048, 0};
+  if (architecture == "MistralForCausalLM") return {"Mistral", "mistral", 4096 * 32, 8};
+  if (architecture == "Qwen2ForCausalLM") return {"Qwen2", "qwen2", 32768, 32};
+  throw Error("not a Llama-family architecture: " + architecture, "LlamaConfig");
+}
+
+// Mistral and Qwen2 default sliding_window to 4096 when the key is absent; an explicit null turns it off.
+std::optional<int64_t> sliding_window_key(const ConfigJson& j) {
+  if (!j.json().contains("sliding_window")) return 4096;
+  return j.get_optional_int("sliding_window");
+}
+
+std::vector<int64_t> sliding_windows(const ConfigJson& j, const LlamaConfig& c) {
+  std::vector<int64_t> windows(static_cast<std::size_t>(c.num_hidden_layers), 0);
+  if (c.class_prefix == "Llama") return windows;
+  std::optional<int64_t> w = sliding_window_key(j);
+  if (c.class_prefix == "Qwen2" && !j.get_bool("use_sliding_window", false)) w.reset();
+  if (w && *w <= 0) j.fail("\"sliding_window\" must be positive, got " + std::to_string(*w));
+  if (!w) return windows;
+  if (c.class_prefix == "Mistral") return std::vector<int64_t>(windows.size(), *w);
+  // Qwen2: layer_types when given, else sliding from layer max_window_layers upwards (Qwen2Config.__post_init__).
+  const auto it = j.json().find("layer_types");
+  if (it != j.json().end() && !it->is_null()) {
+    if (!it->is_array() || static_cast<int64_t>(it->size()) != c.num_hidden_layers)
+      j.fail("\"layer_types\" must list one type per layer (" + std::to_string(c.num_hidden_layers) + ")");
+    for (std::size_t i = 0; i < windows.size(); ++i) {
+      const auto& t = (*it)[i];
+      if (!t.is_string() || (t != "sliding_attention" && t != "full_attention"))
+        j.fail("\"layer_types\"[" + std::to_string(i) + "] must be \"full_attention\" or \"sliding_attention\"");
+      if (t == "sliding_attention") windows[i] = *w;
+    }
+    return windows;
+  }
+  const int64_t first = j.get_int("max_window_layers", 28);
+  for (int64_t i = first < 0 ? 0 : first; i < c.num_hidden_layers; ++i) windows[static_cast<std::size_t>(i)] = *w;
+  return windows;
+}
+
+void require_positive(const ConfigJson& j, const char* key, int64_t v) {
+  if (v <= 0) j.fail("\"" + std::string(key) + "\" must be positive, got " + std::to_string(v));
+}
+
+}  // namespace
+
+// ---- config -----------------------------------------------------------------------------------------------------
+
+LlamaConfig LlamaConfig::from_json(const ConfigJson& j, const std::string& architecture) {
+  const FamilyDefaults d = family_defaults(architecture);
+  LlamaConfig c;
+  c.architecture = architecture;
+  c.class_prefix = d.prefix;
+  c.model_type = d.model_type;
+  c.vocab_size = j.require_int("vocab_size");
+  c.hidden_size = j.require_int("hidden_size");
+  c.intermediate_size = j.require_int("intermediate_size");
+  c.num_hidden_layers = j.require_int("num_hidden_layers");
+  c.num_attention_heads = j.require_int("num_attention_heads");
+  for (auto [key, v] : {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+                        {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_hidden_layers},
+                        {"num_attention_heads", c.num_attention_heads}})
+    require_positive(j, key, v);
+  const bool kv_key_present = j.json().contains("num_key_value_heads");
+  c.num_key_value_heads = kv_key_present || d.num_key_value_heads == 0
+                              ? j.get_int("num_key_value_heads", c.num_attention_heads)
+                              : d.num_key_value_heads;
+  require_positive(j, "num_key_value_heads", c.num_key_value_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    j.fail("num_attention_heads (" + std::to_string(c.num_attention_heads) +
+           ") must be a multiple of num_key_value_heads (" + std::to_string(c.num_key_value_heads) + ")");
+  c.head_dim = j.get_int("head_dim", c.hidden_size / c.num_attention_heads);
+  require_positive(j, "head_dim", c.head_dim);
+  c.max_position_embeddings = j.get_int("max_position_embeddings", d.max_position_embeddings);
+  c.hidden_act = j.get_string("hidden_act", "silu");
+  if (c.hidden_act != "silu" && c.hidden_act != "swish")
+    j.fail("hidden_act \"" + c.hidden_act + "\" is not supported by ferry's " + architecture,
+           "ferry implements the SwiGLU MLP (\"silu\").");
+  c.rms_norm_eps = j.get_float("rms_norm_eps", 1e-6);
+  c.tie_word_embeddings = j.get_bool("tie_word_embeddings", false);
+  if (c.class_prefix == "Llama") {
+    c.qkv_bias = c.o_proj_bias = j.get_bool("attention_bias", false);
+    c.mlp_bias = j.get_bool("mlp_bias", false);
+  } else if (c.class_prefix == "Qwen2") {
+    c.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without, whatever the config says
+  }
+  c.rope = j.rope_parameters(c.max_position_embeddings);
+  c.sliding_window = sliding_windows(j, c);
+  if (c.head_dim % 2 != 0) j.fail("head_dim " + std::to_string(c.head_dim) + " must be even for rotary embeddings");
+  return c;
+}
+
+// ---- modules ----------------------------------------------------------------------------------------------------
+
+LlamaMLP::LlamaMLP(const LlamaConfig& c, DType dtype) : prefix_(c.class_prefix) {
+  gate_proj = register_module("gate_proj", std::make_shared<nn::Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias, dtype));
+  up_proj = register_module("up_proj", std::make_shared<nn::Linear>(c.hidden_size, c.intermediate_size, c.mlp_bias, dtype));
+  down_proj = register_module("down_proj", std::make_shared<nn::Linear>(c.intermediate_size, c.hidden_size, c.mlp_bias, dtype));
+}
+
+// x: [T, C] -> [T, C]
+nn::Value LlamaMLP::forward(const nn::Args& args) {
+  const Tensor& x = args[0].tensor();
+  return (*down_proj)(ops::silu_mul((*gate_proj)(x), (*up_proj)(x)));
+}
+
+LlamaAttention::LlamaAttention(const LlamaConfig& c, int64_t layer_idx, DType dtype)
+    : prefix_(c.class_prefix),
+      layer_idx_(layer_idx),
+      num_heads_(c.num_attention_heads),
+      num_key_value_heads_(c.num_key_value_heads),
+      head_dim_(c.head_dim),
+      sliding_window_(c.sliding_window[static_cast<std::size_t>(layer_idx)]),
+      scaling_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))) {
+  const int64_t q_out = num_heads_ * head_dim_, kv_out = num_key_value_heads_ * head_dim_;
+  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, q_out, c.qkv_bias, dtype));
+  k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_out, c.qkv_bias, dtype));
+  v_proj = register_module("v_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_out, c.qkv_bias, dtype));
+  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(q_out, c.hidden_size, c.o_proj_bias, dtype));
+}
+
+// x: [T, C] -> [T, C]
+nn::Value LlamaAttention::forward(const nn::Args& args) {
+  const Tensor& x = args[0].tensor();
+  const Tensor& position_ids = required_tensor_kwarg(args, "position_ids", type_name());
+  const Tensor& inv_freq = required_tensor_kwarg(args, "position_embeddings", type_name());
+  const int64_t t = x.size(0);
+
+  Tensor q = (*q_proj)(x).reshape({t, num_heads_, head_dim_});
+  Tensor k = (*k_proj)(x).reshape({t, num_key_value_heads_, head_dim_});
+  Tensor v = (*v_proj)(x).reshape({t, num_key_value_heads_, head_dim_});
+  ops::apply_rotary_(q, position_ids, inv_freq, ops::RopeLayout::RotateHalf);
+  ops::apply_rotary_(k, position_ids, inv_freq, ops::RopeLayout::RotateHalf);
+
+  // keys, values: [S, Hkv, D]; the new queries sit at cache positions S - T .. S - 1.
+  auto [keys, values] = cache_from_args(args, type_name())->update(layer_idx_, k, v);
+  Tensor o = ops::attention(q, keys, values, keys.size(0) - t, scaling_, sliding_window_);
+  return (*o_proj)(o.reshape({t, num_heads_ * head_dim_}));
+}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t layer_idx, DType dtype) : prefix_(c.class_prefix) {
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, layer_idx, dtype));
+  mlp = register_module("mlp", std::make_shared<LlamaMLP>(c, dtype));
+  input_layernorm = register_module(
+      "input_layernorm", std::make_shared<LlamaRMSNorm>(prefix_ + "RMSNorm", c.hidden_size, c.rms_norm_eps, dtype));
+  post_attention_layernorm = register_module(
+      "post_attention_layernorm",
+      std::make_shared<LlamaRMSNorm>(prefix_ + "RMSNorm", c.hidden_size, c.rms_norm_eps, dtype));
+}
+
+// x: [T, C] -> [T, C]; the named arguments go on to self_attn.
+nn::Value LlamaDecoderLayer::forward(const nn::Args& args) {
+  const Tensor& x = args[0].tensor();
+  Tensor h = ops::add(x, (*self_attn)(nn::Args({(*input_layernorm)(x)}, args.kwargs)).tensor());
+  ops::add_(h, (*mlp)((*post_attention_layernorm)(h)));
+  return h;
+}
+
+LlamaModel::LlamaModel(const LlamaConfig& c, DType dtype) : prefix_(c.class_prefix) {
+  embed_tokens = register_module("embed_tokens", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, dtype));
+  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(std::make_shared<LlamaDecoderLayer>(c, i, dtype));
+  norm = register_module("norm", std::make_shared<LlamaRMSNorm>(prefix_ + "RMSNorm", c.hidden_size, c.rms_norm_eps, dtype));
+  rotary_emb = register_module(
+      "rotary_emb", std::make_shared<nn::RotaryEmbedding>(prefix_ + "RotaryEmbedding", c.head_dim, c.rope));
+}
+
+// input_ids [T] -> Dict{last_hidden_state: f32 [T, C], past_key_values}
+nn::Value LlamaModel::forward(const nn::Args& args) {
+  CausalLMInputs in = parse_causal_lm_inputs(args, static_cast<int64_t>(layers->size()), type_name());
+  Tensor hidden = (*embed_tokens)(in.input_ids);
+  Tensor inv_freq = (*rotary_emb)(nn::Args{}).tensor();
+  for (std::size_t i = 0; i < layers->size(); ++i) {
+    nn::Args layer_args{hidden};
+    layer_args.with("position_ids", in.position_ids)
+        .with("past_key_values", in.cache)
+        .with("position_embeddings", inv_freq);
+    hidden = (*layers)[i](std::move(layer_args)).tensor();
+  }
+  return nn::Dict{{"last_hidden_state", (*norm)(hidden)}, {"past_key_values", in.cache}};
+}
+
+LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, DType dtype)
+    : CausalLM(CausalLMInfo{c.architecture, c.model_type, c.class_prefix + "DecoderLayer", "model", "model.layers",
+                            c.num_hidden_layers, c.hidden_size, c.vocab_size, c.num_attention_heads,
+                            c.num_key_value_heads, c.head_dim, c.max_position_embeddings, c.tie_word_embeddings}),
+      config_(c) {
+  model = register_module("model", std::make_shared<LlamaModel>(c, dtype));
+  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, dtype));
+  if (c.tie_word_embeddings) lm_head->register_parameter("weight", model->embed_tokens->parameter_slot("weight"));
+}
+
+// causal_lm.h's forward contract.
+nn::Value LlamaForCausalLM::forward(const nn::Args& args) {
+  const int64_t logits_to_keep = logits_to_keep_arg(args, type_name());
+  nn::Value out = (*model)(args);
+  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep);
+  return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
+}
+
+std::shared_ptr<CausalLM> make_llama_family(const ConfigJson& config, const std::string& architecture, DType dtype) {
+  return std::make_shared<LlamaForCausalLM>(LlamaConfig::from_json(config, architecture), dtype);
+}
+
+}  // namespace ferry::models

@@ -1,0 +1,78 @@
+// from_pretrained's resident path: checkpoint shards -> a cpu-resident model, tensor by tensor through
+// set_module_tensor_to_device (so ties hold and dtype casts happen once, at load).
+#include "resident_loading.h"
+
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/nn/module_tensors.h"
+
+namespace ferry::models::detail {
+
+namespace {
+
+// Buffers that older checkpoints saved and today's transformers drops on load (its
+// _keys_to_ignore_on_load_unexpected): GPT-2 / GPT-J causal-mask buffers, Llama's per-layer rotary inv_freq.
+bool is_stale_buffer(std::string_view key) {
+  for (std::string_view suffix : {".attn.bias", ".attn.masked_bias", "crossattention.bias", "rotary_emb.inv_freq"}) {
+    if (key.size() >= suffix.size() && key.substr(key.size() - suffix.size()) == suffix) return true;
+  }
+  return key == "attn.bias" || key == "attn.masked_bias";
+}
+
+std::string list_names(const std::vector<std::string>& names, std::size_t shown = 8) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size() && i < shown; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > shown) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+
+}  // namespace
+
+void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files) {
+  const std::string prefix = model.info().base_model_prefix + ".";
+  std::unordered_set<std::string> expected;  // parameters and persistent buffers, tied ones under every name
+  for (const auto& [name, tensor] : model.state_dict()) expected.insert(name);
+
+  std::vector<std::string> unexpected;
+  for (const auto& shard : files.shards) {
+    const io::StateDict tensors = io::load_state_dict(shard);
+    for (const auto& [key, value] : tensors) {
+      std::string name = key;
+      // A checkpoint of the bare base model (GPT2Model) names "h.0..." what the LM head model calls "transformer.h.0...".
+      if (!expected.count(name) && expected.count(prefix + key)) name = prefix + key;
+      if (!expected.count(name)) {
+        if (!is_stale_buffer(key)) unexpected.push_back(key);
+        continue;
+      }
+      try {
+        nn::set_module_tensor_to_device(model, name, Device::cpu(), value);
+      } catch (const Error& e) {
+        throw Error(e.problem(), shard.filename().string() + ": " + key,
+                    "Are config.json and the weights from the same model?");
+      }
+    }
+  }
+
+  std::vector<std::string> missing;
+  for (const auto& [name, tensor] : model.state_dict()) {
+    if (tensor.is_meta()) missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    throw Error("the checkpoint lacks " + std::to_string(missing.size()) + " tensor(s) " + model.type_name() +
+                    " needs: " + list_names(missing),
+                files.folder.string(),
+                "Are config.json and the weights from the same model? (transformers would initialise them randomly; "
+                "ferry refuses.)");
+  }
+  if (!unexpected.empty()) {
+    log_warning("{}: {} checkpoint tensor(s) are not used by {}: {}", files.folder.string(), unexpected.size(),
+                model.type_name(), list_names(unexpected));
+  }
+}
+
+}  // namespace ferry::models::detail

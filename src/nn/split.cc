@@ -1,0 +1,41 @@
+// split_last_dim: copies the column blocks of a row-major tensor into separate tensors (torch.split(dim=-1)).
+#include "ferry/nn/split.h"
+
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "ferry/core/error.h"
+
+namespace ferry::nn {
+
+std::vector<Tensor> split_last_dim(const Tensor& x, const std::vector<int64_t>& sizes) {
+  if (x.dim() < 1) throw Error("cannot split a 0-d tensor", "split_last_dim");
+  const int64_t width = x.size(-1);
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  if (total != width)
+    throw Error("sizes add up to " + std::to_string(total) + " but the last dimension is " + std::to_string(width),
+                "split_last_dim");
+  if (!x.device().is_host_addressable())
+    throw Error("split_last_dim runs on host memory only; tensor is on " + x.device().str(), "split_last_dim");
+  const int64_t rows = width == 0 ? 0 : x.numel() / width;
+  const std::size_t elem = dtype_size(x.dtype());
+  const auto* src = static_cast<const unsigned char*>(x.raw_data());
+  std::vector<Tensor> out;
+  out.reserve(sizes.size());
+  int64_t offset = 0;
+  for (int64_t n : sizes) {
+    if (n < 0) throw Error("negative split size " + std::to_string(n), "split_last_dim");
+    Shape shape = x.shape();
+    shape.back() = n;
+    Tensor piece = Tensor::empty(shape, x.dtype(), x.device());
+    auto* dst = static_cast<unsigned char*>(piece.raw_data());
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * n * elem, src + (r * width + offset) * elem, static_cast<std::size_t>(n) * elem);
+    offset += n;
+    out.push_back(std::move(piece));
+  }
+  return out;
+}
+
+}  // namespace ferry::nn

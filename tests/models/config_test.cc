@@ -1,0 +1,289 @@
+// config.json parsing: typed getters and their errors, required keys, aliases, dtype keys, the three RoPE
+// spellings, architecture resolution, and each family's defaults (transformers' values) and validation.
+#include "ferry/models/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "ferry/core/error.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/models/gpt2.h"
+#include "ferry/models/gptj.h"
+#include "ferry/models/llama.h"
+#include "support/hf_folder.h"
+
+namespace ferry::models {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+ConfigJson cfg(const json& j) { return ConfigJson::from_json(j, "test/config.json"); }
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ConfigJson, TypedGettersUseDefaultsForAbsentAndNullKeys) {
+  ConfigJson c = cfg({{"a", 3}, {"b", 1e-5}, {"c", true}, {"d", "silu"}, {"n", nullptr}});
+  EXPECT_EQ(c.get_int("a", 7), 3);
+  EXPECT_EQ(c.get_int("missing", 7), 7);
+  EXPECT_EQ(c.get_int("n", 7), 7);
+  EXPECT_DOUBLE_EQ(c.get_float("b", 0), 1e-5);
+  EXPECT_DOUBLE_EQ(c.get_float("a", 0), 3.0);  // an integer is a fine float
+  EXPECT_TRUE(c.get_bool("c", false));
+  EXPECT_EQ(c.get_string("d", ""), "silu");
+  EXPECT_FALSE(c.has("n"));
+  EXPECT_FALSE(c.get_optional_int("n").has_value());
+  EXPECT_EQ(c.get_optional_int("a"), 3);
+}
+
+TEST(ConfigJson, WrongTypesAreErrorsNamingKeyAndValue) {
+  ConfigJson c = cfg({{"hidden_size", "64"}, {"eps", true}, {"flag", 1}, {"frac", 64.5}, {"name", 3}});
+  EXPECT_THAT(error_of([&] { c.get_int("hidden_size", 0); }),
+              AllOf(HasSubstr("test/config.json"), HasSubstr("\"hidden_size\" must be an integer"), HasSubstr("\"64\"")));
+  EXPECT_THAT(error_of([&] { c.get_float("eps", 0); }), HasSubstr("\"eps\" must be a number"));
+  EXPECT_THAT(error_of([&] { c.get_bool("flag", false); }), HasSubstr("\"flag\" must be true or false"));
+  EXPECT_THAT(error_of([&] { c.get_int("frac", 0); }), HasSubstr("64.5"));
+  EXPECT_THAT(error_of([&] { c.get_string("name", ""); }), HasSubstr("\"name\" must be a string"));
+}
+
+TEST(ConfigJson, MissingRequiredKeyNamesKeyAndArchitecture) {
+  ConfigJson c = cfg({{"architectures", {"LlamaForCausalLM"}}});
+  EXPECT_THAT(error_of([&] { c.require_int("hidden_size"); }),
+              AllOf(HasSubstr("missing required key \"hidden_size\""), HasSubstr("LlamaForCausalLM"),
+                    HasSubstr("test/config.json")));
+}
+
+TEST(ConfigJson, AliasesFollowAttributeMap) {
+  ConfigJson c = cfg({{"hidden_size", 48}});
+  EXPECT_FALSE(c.has("n_embd"));
+  c.set_aliases({{"n_embd", "hidden_size"}});
+  EXPECT_EQ(c.require_int("n_embd"), 48);
+}
+
+TEST(ConfigJson, ReadsFolderOrFileAndReportsBadFiles) {
+  test::TempDir dir;
+  EXPECT_THAT(error_of([&] { ConfigJson::read(dir.path()); }),
+              AllOf(HasSubstr("cannot open config.json"), HasSubstr(dir.path().string())));
+  std::ofstream(dir.path() / "config.json") << "{\"vocab_size\": 5,";
+  EXPECT_THAT(error_of([&] { ConfigJson::read(dir.path()); }), HasSubstr("not valid JSON"));
+  std::ofstream(dir.path() / "config.json") << "[1, 2]";
+  EXPECT_THAT(error_of([&] { ConfigJson::read(dir.path()); }), HasSubstr("must be a JSON object, got a list"));
+  std::ofstream(dir.path() / "config.json") << "{\"vocab_size\": 5}";
+  EXPECT_EQ(ConfigJson::read(dir.path()).get_int("vocab_size", 0), 5);
+  EXPECT_EQ(ConfigJson::read(dir.path() / "config.json").get_int("vocab_size", 0), 5);
+}
+
+TEST(ConfigJson, DtypeFromEitherKey) {
+  EXPECT_EQ(cfg({{"dtype", "bfloat16"}}).dtype(), DType::BF16);          // transformers >= 5
+  EXPECT_EQ(cfg({{"torch_dtype", "float16"}}).dtype(), DType::F16);      // before
+  EXPECT_EQ(cfg({{"torch_dtype", "auto"}}).dtype(), std::nullopt);
+  EXPECT_EQ(cfg(json::object()).dtype(), std::nullopt);
+  EXPECT_THAT(error_of([] { cfg({{"torch_dtype", "float128"}}).dtype(); }), HasSubstr("torch_dtype"));
+  EXPECT_EQ(resolve_dtype(cfg(json::object()), std::nullopt), DType::F32);
+  EXPECT_EQ(resolve_dtype(cfg({{"dtype", "float16"}}), std::nullopt), DType::F16);
+  EXPECT_EQ(resolve_dtype(cfg({{"dtype", "float16"}}), DType::BF16), DType::BF16);
+  EXPECT_THROW(resolve_dtype(cfg(json::object()), DType::I64), Error);
+}
+
+TEST(ConfigJson, RopeParametersInAllThreeSpellings) {
+  // transformers >= 5
+  nn::RopeParameters p = cfg({{"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0},
+                                                   {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                                   {"original_max_position_embeddings", 8192}}}})
+                             .rope_parameters(131072);
+  EXPECT_EQ(p.rope_type, "llama3");
+  EXPECT_DOUBLE_EQ(p.rope_theta, 500000.0);
+  EXPECT_DOUBLE_EQ(p.factor, 8.0);
+  EXPECT_EQ(p.original_max_position_embeddings, 8192);
+  // transformers 4: top-level rope_theta + rope_scaling with "rope_type"
+  p = cfg({{"rope_theta", 1e6}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}}).rope_parameters(4096);
+  EXPECT_EQ(p.rope_type, "linear");
+  EXPECT_DOUBLE_EQ(p.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(p.factor, 2.0);
+  // the oldest: "type"
+  p = cfg({{"rope_scaling", {{"type", "linear"}, {"factor", 3.0}}}}).rope_parameters(4096);
+  EXPECT_EQ(p.rope_type, "linear");
+  EXPECT_DOUBLE_EQ(p.rope_theta, 10000.0);
+  // nothing: default type, default theta; llama3's original length defaults to max_position_embeddings
+  p = cfg(json::object()).rope_parameters(2048);
+  EXPECT_EQ(p.rope_type, "default");
+  EXPECT_EQ(p.original_max_position_embeddings, 2048);
+  p = cfg({{"rope_scaling", nullptr}, {"rope_theta", 500.0}}).rope_parameters(2048);
+  EXPECT_DOUBLE_EQ(p.rope_theta, 500.0);
+}
+
+TEST(ConfigJson, MalformedRopeParametersAreErrors) {
+  EXPECT_THAT(error_of([] { cfg({{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}}}).rope_parameters(64); }),
+              HasSubstr("needs \"low_freq_factor\""));
+  EXPECT_THAT(error_of([] { cfg({{"rope_parameters", {{"rope_type", "linear"}}}}).rope_parameters(64); }),
+              HasSubstr("needs \"factor\""));
+  EXPECT_THAT(error_of([] { cfg({{"rope_scaling", "linear"}}).rope_parameters(64); }), HasSubstr("must be an object"));
+  EXPECT_THAT(error_of([] { cfg({{"rope_parameters", {{"factor", "8"}}}}).rope_parameters(64); }),
+              HasSubstr("\"factor\" must be a number"));
+  EXPECT_THAT(error_of([] {
+                cfg({{"rope_parameters", {{"full_attention", {{"rope_type", "default"}}}}}}).rope_parameters(64);
+              }),
+              HasSubstr("per layer type"));
+}
+
+TEST(ResolveArchitecture, ArchitecturesFirstThenModelType) {
+  EXPECT_EQ(resolve_architecture(cfg({{"architectures", {"MistralForCausalLM"}}, {"model_type", "mistral"}})),
+            "MistralForCausalLM");
+  EXPECT_EQ(resolve_architecture(cfg({{"model_type", "gpt2"}})), "GPT2LMHeadModel");
+  // transformers' AutoModelForCausalLM goes by model_type, so a base-model class name still loads.
+  EXPECT_EQ(resolve_architecture(cfg({{"architectures", {"LlamaModel"}}, {"model_type", "llama"}})), "LlamaForCausalLM");
+  EXPECT_THAT(supported_architectures(), ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                                     "GPT2LMHeadModel", "GPTJForCausalLM"));
+}
+
+TEST(ResolveArchitecture, UnknownArchitectureNamesBothKeysAndListsSupported) {
+  const std::string e = error_of([] { resolve_architecture(cfg({{"architectures", {"BertModel"}}, {"model_type", "bert"}})); });
+  EXPECT_THAT(e, AllOf(HasSubstr("unknown architecture"), HasSubstr("\"BertModel\""), HasSubstr("\"bert\""),
+                       HasSubstr("LlamaForCausalLM"), HasSubstr("GPTJForCausalLM")));
+  EXPECT_THAT(error_of([] { resolve_architecture(cfg(json::object())); }), HasSubstr("(absent)"));
+  EXPECT_THAT(error_of([] { resolve_architecture(cfg({{"architectures", "LlamaForCausalLM"}})); }),
+              HasSubstr("must be a list"));
+}
+
+// ---- families ---------------------------------------------------------------------------------------------------
+
+json llama_sizes() {
+  return {{"vocab_size", 100}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 3},
+          {"num_attention_heads", 8}};
+}
+
+TEST(LlamaConfig, TransformersDefaults) {
+  LlamaConfig c = LlamaConfig::from_json(cfg(llama_sizes()), "LlamaForCausalLM");
+  EXPECT_EQ(c.num_key_value_heads, 8);  // = num_attention_heads
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.qkv_bias || c.o_proj_bias || c.mlp_bias);
+  EXPECT_EQ(c.rope.rope_type, "default");
+  EXPECT_THAT(c.sliding_window, ElementsAre(0, 0, 0));
+  EXPECT_EQ(c.class_prefix, "Llama");
+}
+
+TEST(LlamaConfig, BiasesFollowTheFamily) {
+  json j = llama_sizes();
+  j["attention_bias"] = true;
+  j["mlp_bias"] = true;
+  LlamaConfig llama = LlamaConfig::from_json(cfg(j), "LlamaForCausalLM");
+  EXPECT_TRUE(llama.qkv_bias && llama.o_proj_bias && llama.mlp_bias);
+  // Mistral has no bias keys: transformers ignores them.
+  LlamaConfig mistral = LlamaConfig::from_json(cfg(j), "MistralForCausalLM");
+  EXPECT_FALSE(mistral.qkv_bias || mistral.o_proj_bias || mistral.mlp_bias);
+  // Qwen2: q/k/v always biased, o_proj never.
+  json q = llama_sizes();
+  q["num_key_value_heads"] = 2;  // Qwen2Config's default when absent is 32
+  LlamaConfig qwen2 = LlamaConfig::from_json(cfg(q), "Qwen2ForCausalLM");
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.o_proj_bias || qwen2.mlp_bias);
+}
+
+TEST(LlamaConfig, MistralDefaultsAndSlidingWindow) {
+  LlamaConfig c = LlamaConfig::from_json(cfg(llama_sizes()), "MistralForCausalLM");
+  EXPECT_EQ(c.num_key_value_heads, 8);  // MistralConfig's default (8) when the key is absent
+  EXPECT_THAT(c.sliding_window, ElementsAre(4096, 4096, 4096));  // default 4096
+  json j = llama_sizes();
+  j["sliding_window"] = nullptr;
+  j["num_key_value_heads"] = nullptr;
+  c = LlamaConfig::from_json(cfg(j), "MistralForCausalLM");
+  EXPECT_THAT(c.sliding_window, ElementsAre(0, 0, 0));
+  EXPECT_EQ(c.num_key_value_heads, 8);  // null -> num_attention_heads (also 8 here)
+  j["sliding_window"] = 16;
+  j["num_key_value_heads"] = 2;
+  c = LlamaConfig::from_json(cfg(j), "MistralForCausalLM");
+  EXPECT_THAT(c.sliding_window, ElementsAre(16, 16, 16));
+  EXPECT_EQ(c.num_key_value_heads, 2);
+}
+
+TEST(LlamaConfig, Qwen2SlidingWindowLayers) {
+  json j = llama_sizes();
+  j["num_key_value_heads"] = 4;
+  j["sliding_window"] = 32;
+  EXPECT_THAT(LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM").sliding_window, ElementsAre(0, 0, 0));
+  j["use_sliding_window"] = true;
+  j["max_window_layers"] = 1;
+  EXPECT_THAT(LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM").sliding_window, ElementsAre(0, 32, 32));
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  EXPECT_THAT(LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM").sliding_window, ElementsAre(32, 0, 32));
+  j["layer_types"] = {"sliding_attention"};
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM"); }),
+              HasSubstr("one type per layer (3)"));
+  j["layer_types"] = {"sliding_attention", "chunked", "full_attention"};
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM"); }), HasSubstr("layer_types\"[1]"));
+}
+
+TEST(LlamaConfig, InvalidShapesAreErrors) {
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
+    json j = llama_sizes();
+    j.erase(key);
+    EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }),
+                HasSubstr(std::string("missing required key \"") + key + "\""));
+    j[key] = 0;
+    EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }), HasSubstr("must be positive"));
+  }
+  json j = llama_sizes();
+  j["num_key_value_heads"] = 3;
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }),
+              HasSubstr("must be a multiple of num_key_value_heads (3)"));
+  j = llama_sizes();
+  j["hidden_act"] = "gelu";
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }), HasSubstr("hidden_act \"gelu\""));
+  j = llama_sizes();
+  j["head_dim"] = 7;
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }), HasSubstr("must be even"));
+}
+
+TEST(GPT2Config, DefaultsAndAliases) {
+  GPT2Config c = GPT2Config::from_json(cfg({{"vocab_size", 50}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}}));
+  EXPECT_EQ(c.n_positions, 1024);
+  EXPECT_EQ(c.n_inner, 128);
+  EXPECT_EQ(c.activation_function, "gelu_new");
+  EXPECT_DOUBLE_EQ(c.layer_norm_epsilon, 1e-5);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  // transformers' attribute_map names
+  c = GPT2Config::from_json(cfg({{"vocab_size", 50}, {"hidden_size", 32}, {"num_hidden_layers", 2},
+                                 {"num_attention_heads", 4}, {"max_position_embeddings", 16}}));
+  EXPECT_EQ(c.n_embd, 32);
+  EXPECT_EQ(c.n_positions, 16);
+  EXPECT_THAT(error_of([] { GPT2Config::from_json(cfg({{"vocab_size", 50}, {"n_embd", 30}, {"n_layer", 2}, {"n_head", 4}})); }),
+              HasSubstr("multiple of n_head"));
+  EXPECT_THAT(error_of([] {
+                GPT2Config::from_json(cfg({{"vocab_size", 50}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4},
+                                           {"activation_function", "mish"}}));
+              }),
+              HasSubstr("activation \"mish\""));
+  EXPECT_THAT(error_of([] { GPT2Config::from_json(cfg({{"vocab_size", 50}, {"n_layer", 2}, {"n_head", 4}})); }),
+              HasSubstr("missing required key \"n_embd\""));
+}
+
+TEST(GPTJConfig, RotaryDimDefaultsAndLimits) {
+  json j = {{"vocab_size", 50}, {"n_embd", 256}, {"n_layer", 2}, {"n_head", 2}};
+  GPTJConfig c = GPTJConfig::from_json(cfg(j));
+  EXPECT_EQ(c.rotary_dim, 64);
+  EXPECT_EQ(c.n_positions, 2048);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  j["rotary_dim"] = nullptr;
+  EXPECT_EQ(GPTJConfig::from_json(cfg(j)).rotary_dim, 128);  // the whole head
+  j["rotary_dim"] = 130;
+  EXPECT_THAT(error_of([&] { GPTJConfig::from_json(cfg(j)); }), HasSubstr("rotary_dim 130"));
+  j["rotary_dim"] = 7;
+  EXPECT_THAT(error_of([&] { GPTJConfig::from_json(cfg(j)); }), HasSubstr("must be even"));
+}
+
+}  // namespace
+}  // namespace ferry::models

@@ -1,0 +1,175 @@
+// AutoModelForCausalLM::from_pretrained on folders written by ferry (no Python needed): round trips for every
+// architecture, ties, zero-copy loading, dtype choice, shards, missing / mismatched / unexpected tensors, base-model
+// checkpoints, device_map values, and errors raised before any weight is read.
+#include "ferry/models/auto_model.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/io/safetensors.h"
+#include "ferry/nn/init.h"
+#include "ferry/nn/module_tensors.h"
+#include "support/hf_folder.h"
+
+namespace ferry::models {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+Tensor prompt() { return Tensor::from_vector(std::vector<int64_t>{3, 14, 15, 92, 65, 35, 89, 7}, {8}); }
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Rewrites folder/model.safetensors through `edit`.
+void edit_checkpoint(const fs::path& folder, const std::function<void(io::StateDict&)>& edit) {
+  io::StateDict tensors;
+  for (const auto& [name, t] : io::load_safetensors(folder / "model.safetensors")) tensors.insert(name, t.clone());
+  edit(tensors);
+  io::save_safetensors(tensors, folder / "model.safetensors");
+}
+
+class RoundTrip : public ::testing::TestWithParam<std::pair<std::string, nlohmann::json>> {};
+
+TEST_P(RoundTrip, LoadedModelComputesWhatTheSavedOneDid) {
+  test::TempDir dir;
+  nn::manual_seed(7);
+  auto written = test::write_random_hf_folder(dir.path(), GetParam().second);
+  auto loaded = AutoModelForCausalLM::from_pretrained(dir.path());
+  EXPECT_EQ(loaded->type_name(), written->type_name());
+  EXPECT_EQ(test::max_abs_diff(loaded->logits(prompt()), written->logits(prompt())), 0.0);
+  for (const auto& [name, t] : loaded->state_dict()) EXPECT_FALSE(t.is_meta()) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, RoundTrip,
+                         ::testing::Values(std::pair{std::string("llama"), test::tiny_llama_config()},
+                                           std::pair{std::string("mistral"), test::tiny_mistral_config()},
+                                           std::pair{std::string("qwen2"), test::tiny_qwen2_config()},
+                                           std::pair{std::string("gpt2"), test::tiny_gpt2_config()},
+                                           std::pair{std::string("gptj"), test::tiny_gptj_config()}),
+                         [](const auto& info) { return info.param.first; });
+
+TEST(FromPretrained, TiedHeadComesFromTheEmbedding) {
+  test::TempDir dir;
+  test::write_random_hf_folder(dir.path(), test::tiny_qwen2_config());
+  EXPECT_FALSE(io::SafetensorsFile::open(dir.path() / "model.safetensors").contains("lm_head.weight"));
+  auto model = AutoModelForCausalLM::from_pretrained(dir.path());
+  EXPECT_TRUE(nn::get_module_tensor(*model, "lm_head.weight")
+                  .is_same(nn::get_module_tensor(*model, "model.embed_tokens.weight")));
+}
+
+TEST(FromPretrained, WeightsOfTheSavedDtypeAreZeroCopyViews) {
+  test::TempDir dir;
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config(), DType::BF16);
+  auto model = AutoModelForCausalLM::from_pretrained(dir.path());  // dtype: config's torch_dtype (bfloat16)
+  for (const auto& [name, t] : model->named_parameters()) {
+    EXPECT_EQ(t.dtype(), DType::BF16) << name;
+    EXPECT_TRUE(t.read_only()) << name << " was copied instead of viewing the mapped file";
+  }
+}
+
+TEST(FromPretrained, RequestedDtypeConvertsAtLoad) {
+  test::TempDir dir;
+  nn::manual_seed(3);
+  auto written = test::write_random_hf_folder(dir.path(), test::tiny_llama_config(), DType::F32);
+  auto model = AutoModelForCausalLM::from_pretrained(dir.path(), {.dtype = DType::F16});
+  for (const auto& [name, t] : model->named_parameters()) EXPECT_EQ(t.dtype(), DType::F16) << name;
+  const Tensor a = written->logits(prompt()), b = model->logits(prompt());
+  EXPECT_GT(test::max_abs_diff(a, b), 0.0);
+  EXPECT_LE(test::max_abs_diff(a, b) / test::max_abs(a), 2e-2);
+}
+
+TEST(FromPretrained, ShardedCheckpoint) {
+  test::TempDir dir;
+  nn::manual_seed(5);
+  auto written = test::write_random_hf_folder(dir.path(), test::tiny_gptj_config(), DType::F32, 20000);
+  ASSERT_TRUE(fs::exists(dir.path() / "model.safetensors.index.json"));
+  auto model = AutoModelForCausalLM::from_pretrained(dir.path());
+  EXPECT_EQ(test::max_abs_diff(model->logits(prompt()), written->logits(prompt())), 0.0);
+}
+
+TEST(FromPretrained, MissingTensorsAreListed) {
+  test::TempDir dir;
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  edit_checkpoint(dir.path(), [](io::StateDict& t) {
+    t.erase("model.layers.1.mlp.up_proj.weight");
+    t.erase("model.norm.weight");
+  });
+  const std::string e = error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); });
+  EXPECT_THAT(e, AllOf(HasSubstr("lacks 2 tensor(s)"), HasSubstr("model.layers.1.mlp.up_proj.weight"),
+                       HasSubstr("model.norm.weight"), HasSubstr("same model")));
+}
+
+TEST(FromPretrained, ShapeMismatchNamesTensorAndFile) {
+  test::TempDir dir;
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  nlohmann::json c = test::tiny_llama_config();
+  c["intermediate_size"] = 40;
+  std::ofstream(dir.path() / "config.json") << c.dump();
+  const std::string e = error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); });
+  EXPECT_THAT(e, AllOf(HasSubstr("model.safetensors"), HasSubstr("model.layers.0.mlp.gate_proj.weight"),
+                       HasSubstr("[48, 32]"), HasSubstr("[40, 32]")));
+}
+
+TEST(FromPretrained, UnexpectedTensorsWarnButStaleBuffersAreSkipped) {
+  test::TempDir dir;
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  edit_checkpoint(dir.path(), [](io::StateDict& t) {
+    t.insert("model.layers.0.self_attn.rotary_emb.inv_freq", Tensor::zeros({4}, DType::F32));  // old checkpoints
+    t.insert("model.extra.weight", Tensor::zeros({2}, DType::F32));
+  });
+  ScopedLogCapture log(LogLevel::Warning);
+  AutoModelForCausalLM::from_pretrained(dir.path());
+  EXPECT_TRUE(log.contains("model.extra.weight"));
+  EXPECT_FALSE(log.contains("inv_freq"));
+}
+
+TEST(FromPretrained, BaseModelCheckpointGetsThePrefix) {
+  // The original "gpt2" upload was saved from GPT2Model: keys "h.0.attn.c_attn.weight", plus attn.bias buffers.
+  test::TempDir dir;
+  nn::manual_seed(11);
+  auto written = test::write_random_hf_folder(dir.path(), test::tiny_gpt2_config());
+  edit_checkpoint(dir.path(), [](io::StateDict& t) {
+    io::StateDict renamed;
+    for (const auto& [name, tensor] : t) renamed.insert(name.substr(std::string("transformer.").size()), tensor);
+    renamed.insert("h.0.attn.bias", Tensor::zeros({1, 1, 4, 4}, DType::F32));
+    t = renamed;
+  });
+  ScopedLogCapture log(LogLevel::Warning);
+  auto model = AutoModelForCausalLM::from_pretrained(dir.path());
+  EXPECT_TRUE(log.messages().empty());
+  EXPECT_EQ(test::max_abs_diff(model->logits(prompt()), written->logits(prompt())), 0.0);
+}
+
+TEST(FromPretrained, DeviceMapValues) {
+  test::TempDir dir;
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  EXPECT_NO_THROW(AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = std::string("cpu")}));
+  EXPECT_NO_THROW(AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = DeviceMap{{"", Device::cpu()}}}));
+  EXPECT_TRUE(is_resident_cpu_map(std::monostate{}));
+  EXPECT_FALSE(is_resident_cpu_map(std::string("auto")));
+  EXPECT_FALSE(is_resident_cpu_map(DeviceMap{{"model", Device::cpu()}, {"lm_head", Device::disk()}}));
+}
+
+TEST(FromPretrained, BadFoldersFailBeforeReadingWeights) {
+  test::TempDir dir;
+  EXPECT_THAT(error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), HasSubstr("config.json"));
+  std::ofstream(dir.path() / "config.json") << R"({"architectures": ["T5ForConditionalGeneration"], "model_type": "t5"})";
+  EXPECT_THAT(error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), HasSubstr("unknown architecture"));
+  std::ofstream(dir.path() / "config.json") << test::tiny_llama_config().dump();
+  EXPECT_THAT(error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), HasSubstr(dir.path().string()));
+}
+
+}  // namespace
+}  // namespace ferry::models

@@ -1,0 +1,140 @@
+// ferry against Hugging Face transformers itself: tiny random folders written by transformers' save_pretrained
+// (tests/reference/hf_make_folder.py), golden logits from transformers for a prompt prefill and 16 greedy decode
+// steps (tests/reference/hf_logits.py). Tolerances: f32 folders max |Δ| ≤ 1e-4; f16/bf16 folders max |Δ| ≤ 2e-2 ·
+// max |logit| against transformers run in that dtype, and ≤ 1e-4 against transformers run with the same weights in
+// f32 (what ferry computes: f32 activations over half-precision weights). Every case prints its differences.
+//
+// Needs the reference venv (scripts/venv, or FERRY_PYTHON); without it every case is skipped with that hint.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "ferry/core/logging.h"
+#include "ferry/io/safetensors.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/ops/gather.h"
+#include "support/hf_folder.h"
+
+namespace ferry::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path reference_root() { return fs::path(FERRY_BINARY_DIR) / "hf_reference"; }
+
+// Rows [16, V] from 16 tensors [1, V].
+Tensor stack_rows(const std::vector<Tensor>& rows) {
+  std::vector<float> all;
+  for (const Tensor& r : rows) {
+    std::vector<float> v = r.to_vector<float>();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return Tensor::from_vector(all, {static_cast<int64_t>(rows.size()), rows.front().size(-1)});
+}
+
+// Greedy agreement where transformers' choice is clear: argmax matches whenever the golden top-2 margin exceeds
+// twice the tolerance. Returns the number of positions checked.
+int check_greedy(const Tensor& ours, const Tensor& golden, const Tensor& want_tokens, int64_t first_token_row,
+                 double tolerance, const std::string& what) {
+  const Tensor got = ops::argmax(ours);
+  const std::vector<float> g = golden.to_vector<float>();
+  const int64_t rows = golden.size(0), vocab = golden.size(1);
+  const std::vector<int64_t> got_ids = got.to_vector<int64_t>(), want = want_tokens.to_vector<int64_t>();
+  int checked = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t k = r - first_token_row;  // golden token chosen from row r
+    if (k < 0 || k >= static_cast<int64_t>(want.size())) continue;
+    float top1 = -1e30f, top2 = -1e30f;
+    for (int64_t j = 0; j < vocab; ++j) {
+      const float v = g[static_cast<std::size_t>(r * vocab + j)];
+      if (v > top1) {
+        top2 = top1;
+        top1 = v;
+      } else if (v > top2) {
+        top2 = v;
+      }
+    }
+    if (top1 - top2 <= 2 * tolerance) continue;
+    ++checked;
+    EXPECT_EQ(got_ids[static_cast<std::size_t>(r)], want[static_cast<std::size_t>(k)]) << what << " row " << r;
+  }
+  return checked;
+}
+
+class HfReference : public ::testing::TestWithParam<test::HfCase> {
+ protected:
+  static void SetUpTestSuite() {
+    python_ = test::reference_python(FERRY_SOURCE_DIR);
+    if (!python_) return;
+    try {
+      test::make_reference_folders(*python_, fs::path(FERRY_SOURCE_DIR) / "tests" / "reference", reference_root(),
+                                   test::reference_cases());
+    } catch (const std::exception& e) {
+      setup_error_ = e.what();
+    }
+  }
+  void SetUp() override {
+    if (!python_)
+      GTEST_SKIP() << "no reference venv (" << FERRY_SOURCE_DIR
+                   << "/.venv/bin/python): run scripts/venv, or set FERRY_PYTHON, to compare with transformers";
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+  static inline std::optional<fs::path> python_;
+  static inline std::string setup_error_;
+};
+
+TEST_P(HfReference, PrefillAndDecodeLogitsMatchTransformers) {
+  const test::HfCase& c = GetParam();
+  const fs::path folder = reference_root() / c.name;
+  ScopedLogCapture log(LogLevel::Warning);
+  auto model = AutoModelForCausalLM::from_pretrained(folder);
+  EXPECT_TRUE(log.messages().empty()) << "every checkpoint tensor should be used; first warning: "
+                                      << (log.messages().empty() ? "" : log.messages()[0]);
+  const io::StateDict golden = io::load_safetensors(reference_root() / (c.name + ".golden.safetensors"));
+  const Tensor& input_ids = golden.at("input_ids");
+  const Tensor& tokens = golden.at("decode_tokens");
+
+  auto cache = model->make_cache();
+  const Tensor prefill = model->logits(input_ids, cache);
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < tokens.size(0); ++i) rows.push_back(model->logits(tokens.slice(i, i + 1), cache, 1));
+  const Tensor decode = stack_rows(rows);
+
+  const bool half = c.dtype != "float32";
+  const Tensor& want_prefill = golden.at("prefill_logits");
+  const Tensor& want_decode = golden.at("decode_logits");
+  const double scale = std::max(test::max_abs(want_prefill), test::max_abs(want_decode));
+  const double d_prefill = test::max_abs_diff(prefill, want_prefill);
+  const double d_decode = test::max_abs_diff(decode, want_decode);
+  double d32_prefill = 0, d32_decode = 0;
+  if (half) {
+    d32_prefill = test::max_abs_diff(prefill, golden.at("prefill_logits_f32"));
+    d32_decode = test::max_abs_diff(decode, golden.at("decode_logits_f32"));
+  }
+  std::printf("[hf] %-30s max|logit| %6.2f  prefill max|d| %.3g  decode max|d| %.3g", c.name.c_str(), scale,
+              d_prefill, d_decode);
+  if (half) std::printf("  (rel %.3g / %.3g; vs f32 weights %.3g / %.3g)", d_prefill / scale, d_decode / scale,
+                        d32_prefill, d32_decode);
+  std::printf("\n");
+
+  if (!half) {
+    EXPECT_LE(d_prefill, 1e-4) << c.name << " prefill";
+    EXPECT_LE(d_decode, 1e-4) << c.name << " decode";
+  } else {
+    EXPECT_LE(d_prefill / scale, 2e-2) << c.name << " prefill, relative to max |logit| " << scale;
+    EXPECT_LE(d_decode / scale, 2e-2) << c.name << " decode, relative to max |logit| " << scale;
+    EXPECT_LE(d32_prefill, 1e-4) << c.name << " prefill vs transformers with f32 weights";
+    EXPECT_LE(d32_decode, 1e-4) << c.name << " decode vs transformers with f32 weights";
+  }
+  const double tolerance = half ? 2e-2 * scale : 1e-4;
+  int checked = check_greedy(prefill, want_prefill, tokens, prefill.size(0) - 1, tolerance, c.name + " prefill");
+  checked += check_greedy(decode, want_decode, tokens.slice(1, tokens.size(0)), 0, tolerance, c.name + " decode");
+  EXPECT_GT(checked, 0) << "no greedy step had a clear winner";
+}
+
+INSTANTIATE_TEST_SUITE_P(Folders, HfReference, ::testing::ValuesIn(test::reference_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace ferry::models

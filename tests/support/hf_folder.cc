@@ -1,0 +1,266 @@
+// Tiny Hugging Face folders for tests: made by transformers (through the reference scripts, cached per build) or
+// by ferry itself (random weights, save_pretrained's layout).
+#include "support/hf_folder.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "ferry/io/safetensors.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/models/config.h"
+
+namespace ferry::test {
+
+namespace fs = std::filesystem;
+
+// ---- TempDir ----------------------------------------------------------------------------------------------------
+
+TempDir::TempDir(const std::string& prefix) {
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    fs::path p = fs::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    if (fs::create_directory(p)) {
+      path_ = p;
+      return;
+    }
+  }
+  throw std::runtime_error("TempDir: cannot create a folder in " + fs::temp_directory_path().string());
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+// ---- the reference venv -----------------------------------------------------------------------------------------
+
+std::optional<fs::path> reference_python(const fs::path& source_dir) {
+  if (const char* env = std::getenv("FERRY_PYTHON"); env != nullptr && *env != '\0') {
+    if (fs::exists(env)) return fs::path(env);
+    return std::nullopt;
+  }
+  fs::path p = source_dir / ".venv" / "bin" / "python";
+  if (fs::exists(p)) return p;
+  return std::nullopt;
+}
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + p.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + p.string());
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `command` through the shell; returns its combined output, throws with it when the exit status is not 0.
+std::string run(const std::string& command) {
+  std::string output;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run: " + command);
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), static_cast<int>(buf.size()), pipe) != nullptr) output += buf.data();
+  const int status = ::pclose(pipe);
+  if (status != 0) throw std::runtime_error("command failed (status " + std::to_string(status) + "): " + command + "\n" + output);
+  return output;
+}
+
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& p) : fd_(::open(p.c_str(), O_CREAT | O_RDWR, 0644)) {
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0) throw std::runtime_error("cannot lock " + p.string());
+  }
+  ~FileLock() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+
+ private:
+  int fd_;
+};
+
+nlohmann::json cases_json(const std::vector<HfCase>& cases) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const HfCase& c : cases)
+    list.push_back({{"name", c.name}, {"architecture", c.architecture}, {"dtype", c.dtype}, {"config", c.config},
+                    {"format", c.format}});
+  return list;
+}
+
+}  // namespace
+
+void make_reference_folders(const fs::path& python, const fs::path& scripts_dir, const fs::path& root,
+                            const std::vector<HfCase>& cases) {
+  const fs::path make_script = scripts_dir / "hf_make_folder.py";
+  const fs::path logits_script = scripts_dir / "hf_logits.py";
+  const std::string list = cases_json(cases).dump();
+  const std::string key = std::to_string(std::hash<std::string>{}(read_file(make_script) + read_file(logits_script) +
+                                                                  list + python.string()));
+  const fs::path stamp = root / "stamp";
+  auto up_to_date = [&] { return fs::exists(stamp) && read_file(stamp) == key; };
+  if (up_to_date()) return;
+
+  fs::create_directories(root.parent_path());
+  FileLock lock(root.string() + ".lock");
+  if (up_to_date()) return;  // another process made them while we waited
+  fs::remove_all(root);
+  fs::create_directories(root);
+  write_file(root / "cases.json", list);
+  run(quote(python.string()) + " " + quote(make_script.string()) + " --cases " + quote((root / "cases.json").string()) +
+      " --out " + quote(root.string()));
+  std::string folders;
+  for (const HfCase& c : cases) folders += " " + quote((root / c.name).string());
+  run(quote(python.string()) + " " + quote(logits_script.string()) + folders);
+  write_file(stamp, key);
+}
+
+std::vector<HfCase> reference_cases() {
+  using nlohmann::json;
+  const json llama = {{"vocab_size", 128}, {"hidden_size", 64}, {"intermediate_size", 96},
+                      {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"max_position_embeddings", 128}, {"rms_norm_eps", 1e-5}};
+  auto with = [](json base, const json& extra) {
+    base.update(extra);
+    return base;
+  };
+  const json gqa_tied = with(llama, {{"tie_word_embeddings", true}});
+  const json mha_bias = with(llama, {{"num_key_value_heads", 4}, {"head_dim", 24}, {"attention_bias", true},
+                                     {"mlp_bias", true}, {"tie_word_embeddings", false},
+                                     {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500.0}}}});
+  const json llama3 = with(llama, {{"rope_parameters", {{"rope_type", "llama3"}, {"rope_theta", 10000.0},
+                                                        {"factor", 8.0}, {"low_freq_factor", 1.0},
+                                                        {"high_freq_factor", 4.0},
+                                                        {"original_max_position_embeddings", 64}}}});
+  const json linear = with(llama, {{"rope_parameters", {{"rope_type", "linear"}, {"rope_theta", 10000.0},
+                                                        {"factor", 4.0}}}});
+  const json mistral = with(llama, {{"sliding_window", 4}});
+  const json qwen2 = with(llama, {{"use_sliding_window", true}, {"sliding_window", 5}, {"max_window_layers", 1},
+                                  {"tie_word_embeddings", true}});
+  const json gpt2 = {{"vocab_size", 128}, {"n_embd", 64}, {"n_layer", 2}, {"n_head", 4}, {"n_positions", 64}};
+  const json gptj = {{"vocab_size", 128}, {"n_embd", 64}, {"n_layer", 2}, {"n_head", 4}, {"n_positions", 64},
+                     {"rotary_dim", 8}};
+
+  std::vector<HfCase> cases;
+  const std::vector<std::pair<std::string, std::string>> dtypes = {
+      {"f32", "float32"}, {"f16", "float16"}, {"bf16", "bfloat16"}};
+  for (const auto& [suffix, dtype] : dtypes) {
+    cases.push_back({"llama_gqa_tied_" + suffix, "LlamaForCausalLM", dtype, gqa_tied});
+    cases.push_back({"qwen2_bias_sliding_" + suffix, "Qwen2ForCausalLM", dtype, qwen2});
+    cases.push_back({"gpt2_" + suffix, "GPT2LMHeadModel", dtype, gpt2});
+    cases.push_back({"gptj_" + suffix, "GPTJForCausalLM", dtype, gptj});
+  }
+  cases.push_back({"llama_mha_bias_headdim24_f32", "LlamaForCausalLM", "float32", mha_bias});
+  cases.push_back({"llama_rope_llama3_f32", "LlamaForCausalLM", "float32", llama3});
+  cases.push_back({"llama_rope_linear_f32", "LlamaForCausalLM", "float32", linear});
+  cases.push_back({"mistral_sliding_f32", "MistralForCausalLM", "float32", mistral});
+  cases.push_back({"mistral_sliding_bf16", "MistralForCausalLM", "bfloat16", mistral});
+  cases.push_back({"llama_sharded_f32", "LlamaForCausalLM", "float32", llama, "sharded"});
+  cases.push_back({"llama_bin_tied_f32", "LlamaForCausalLM", "float32", gqa_tied, "bin"});
+  return cases;
+}
+
+// ---- folders written by ferry -----------------------------------------------------------------------------------
+
+std::shared_ptr<models::CausalLM> write_random_hf_folder(const fs::path& folder, const nlohmann::json& config,
+                                                         DType dtype, std::size_t max_shard_bytes) {
+  fs::create_directories(folder);
+  nlohmann::json cfg = config;
+  cfg["torch_dtype"] = std::string(numpy_dtype_name(dtype));
+  write_file(folder / "config.json", cfg.dump(2));
+  auto model = models::AutoModelForCausalLM::from_config(models::ConfigJson::from_json(cfg), dtype);
+  io::StateDict tensors;
+  std::vector<Tensor> written;
+  for (const auto& [name, tensor] : model->state_dict()) {
+    bool tied = false;
+    for (const Tensor& w : written) tied = tied || w.is_same(tensor);
+    if (tied) continue;  // save_pretrained writes a tied tensor once, under its first name
+    written.push_back(tensor);
+    tensors.insert(name, tensor);
+  }
+  if (max_shard_bytes == 0)
+    io::save_safetensors(tensors, folder / "model.safetensors");
+  else
+    io::save_sharded_safetensors(tensors, folder, max_shard_bytes);
+  return model;
+}
+
+nlohmann::json tiny_llama_config() {
+  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 96},
+          {"hidden_size", 32}, {"intermediate_size", 48}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2}, {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-5},
+          {"tie_word_embeddings", false}};
+}
+
+nlohmann::json tiny_mistral_config() {
+  nlohmann::json c = tiny_llama_config();
+  c["architectures"] = {"MistralForCausalLM"};
+  c["model_type"] = "mistral";
+  c["sliding_window"] = 3;
+  return c;
+}
+
+nlohmann::json tiny_qwen2_config() {
+  nlohmann::json c = tiny_llama_config();
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["model_type"] = "qwen2";
+  c["tie_word_embeddings"] = true;
+  c["use_sliding_window"] = true;
+  c["sliding_window"] = 3;
+  c["max_window_layers"] = 1;
+  return c;
+}
+
+nlohmann::json tiny_gpt2_config() {
+  return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", 96}, {"n_embd", 32},
+          {"n_layer", 2}, {"n_head", 4}, {"n_positions", 64}};
+}
+
+nlohmann::json tiny_gptj_config() {
+  return {{"architectures", {"GPTJForCausalLM"}}, {"model_type", "gptj"}, {"vocab_size", 96}, {"n_embd", 32},
+          {"n_layer", 2}, {"n_head", 4}, {"n_positions", 64}, {"rotary_dim", 4}};
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return std::numeric_limits<double>::infinity();
+  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i]));
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+double max_abs(const Tensor& x) {
+  double m = 0;
+  for (float v : x.to_vector<float>()) m = std::max(m, std::fabs(static_cast<double>(v)));
+  return m;
+}
+
+}  // namespace ferry::test
