@@ -60,10 +60,15 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
   LoadCheckpointResult result;
   const auto& map = o.device_map;
   const bool has_disk = map && std::any_of(map->begin(), map->end(), [](const auto& e) { return e.second.is_disk(); });
-  if (has_disk && !o.offload_folder)
-    throw Error("at least one submodule is mapped to disk, but no offload_folder was given", checkpoint.string(),
-                "pass offload_folder (a writable folder for the offloaded weights)");
-  if (has_disk) std::filesystem::create_directories(*o.offload_folder);
+  // Disk weights read straight from safetensors shards need no folder; anything that must be written does.
+  auto need_offload_folder = [&](const std::string& name) -> const std::filesystem::path& {
+    if (!o.offload_folder)
+      throw Error("at least one submodule is mapped to disk and its weights must be written (" + name +
+                      " is not in a safetensors file in the requested dtype), but no offload_folder was given",
+                  checkpoint.string(), "pass offload_folder (a writable folder for the offloaded weights)");
+    return *o.offload_folder;
+  };
+  if (has_disk && o.offload_folder) std::filesystem::create_directories(*o.offload_folder);
 
   // Discovery first: a missing shard is an error before any byte is loaded.
   const io::CheckpointFiles files = io::get_checkpoint_shard_files(checkpoint);
@@ -130,7 +135,7 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
         } else {
           // Written once in the dtype it will be used in (Accelerate writes the checkpoint dtype and casts on
           // every load).
-          io::offload_weight(value.to(target), name, *o.offload_folder, result.offload_index);
+          io::offload_weight(value.to(target), name, need_offload_folder(name), result.offload_index);
         }
       } else if (device.is_disk()) {
         nn::set_module_tensor_to_device(model, name, Device::cpu(), value, new_dtype);  // a disk module's buffer
@@ -160,7 +165,7 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
     log_warning("{}: {}", checkpoint.string(), msg);
   }
 
-  if (has_disk) io::save_offload_index(result.offload_index, *o.offload_folder);
+  if (has_disk && o.offload_folder) io::save_offload_index(result.offload_index, *o.offload_folder);
   for (const auto& [name, entry] : state_dict_index) {
     Tensor parked = io::load_offloaded_weight(state_dict_folder.path / (name + ".dat"), entry);
     nn::set_module_tensor_to_device(model, name, Device::cpu(), parked.clone());

@@ -152,6 +152,7 @@ TEST(LoadCheckpoint, ClearErrorsForMapsWithoutDevicesOrFolders) {
   o.device_map = DeviceMap{{"linear1", Device::cpu()}, {"linear2", Device::cpu()}};
   EXPECT_THROW(load_checkpoint_in_model(*model, dir.path, o), Error);  // batchnorm has no device
   o.device_map = DeviceMap{{"", Device::disk()}};
+  o.dtype = DType::F16;  // must be written: needs a folder (same-dtype safetensors weights would not)
   try {
     load_checkpoint_in_model(*model, dir.path, o);
     FAIL();
@@ -196,6 +197,26 @@ TEST(LoadCheckpointAndDispatch, ToyLlamaUnderACpuBudgetMatchesTheResidentModel) 
   EXPECT_LE(resident, budget) << "resident " << resident << " of budget " << budget;
   const int64_t block = compute_module_sizes(*model)["model.layers.0"];
   EXPECT_LE(after.peak - before.current, budget + block);
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(LoadCheckpointAndDispatch, DiskWeightsServedFromSafetensorsNeedNoOffloadFolder) {
+  test::ScratchDir dir;
+  test::ModelForTest reference;
+  io::save_safetensors(test::state_dict_of(reference), dir.path / "model.safetensors");
+  auto model = empty_model_for_test();
+  LoadAndDispatchOptions o;
+  o.device_map = DeviceMap{{"linear1", Device::cpu()}, {"batchnorm", Device::disk()}, {"linear2", Device::disk()}};
+  load_checkpoint_and_dispatch(*model, dir.path, o);
+  EXPECT_TRUE(model->linear2->parameter("weight").is_meta());
+  Tensor x = test::random_input({2, 3});
+  EXPECT_TRUE(test::same_values((*model)(x), reference(x)));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path), {}), 1);  // nothing written beside it
 }
 
 }  // namespace

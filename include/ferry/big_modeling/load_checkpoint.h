@@ -31,9 +31,9 @@ struct LoadCheckpointOptions {
   /// Where each tensor goes (longest whole-component prefix). Unset: each tensor stays on its current device
   /// (cpu for a meta tensor).
   std::optional<DeviceMap> device_map;
-  /// Needed when the map has disk entries: disk weights are written here in Accelerate's offload format —
-  /// except safetensors weights whose dtype does not change, which are served from the checkpoint shards
-  /// themselves (the index points into them; nothing is copied).
+  /// Disk weights are written here in Accelerate's offload format — except safetensors weights whose dtype
+  /// does not change, which are served from the checkpoint shards themselves (the index points into them;
+  /// nothing is copied, and no folder is needed for them). The index is saved here when a folder is given.
   std::optional<std::filesystem::path> offload_folder;
   /// Floating-point tensors are converted to this dtype (integer and bool tensors never are).
   std::optional<DType> dtype;
