@@ -118,6 +118,15 @@ std::unique_ptr<Bpe> Bpe::parse(const JsonView& model) {
     bpe->byte_ids_[b] = it == bpe->vocab_.end() ? -1 : it->second;
   }
 
+  if (!bpe->continuing_subword_prefix_ && !bpe->end_of_word_suffix_) {
+    bpe->char_ids_.assign(0x10000, -1);
+    for (const auto& [token, id] : bpe->vocab_) {
+      if (token.empty() || utf8_length(static_cast<unsigned char>(token[0])) != token.size() || token.size() > 3) continue;
+      std::size_t i = 0;
+      bpe->char_ids_[next_code_point(token, i)] = id;
+    }
+  }
+
   const JsonView merges = model.at("merges");
   const std::size_t prefix_len = bpe->continuing_subword_prefix_ ? bpe->continuing_subword_prefix_->size() : 0;
   bpe->merges_.reserve(merges.size());
@@ -198,6 +207,18 @@ void Bpe::merge_word(std::string_view word, std::vector<std::int32_t>& out) cons
     i += utf8_length(static_cast<unsigned char>(word[i]));
     const auto byte_len = static_cast<std::uint32_t>(i - start);
     std::string_view ch = word.substr(start, i - start);
+    if (!char_ids_.empty() && byte_len <= 3) {  // fast path: a table lookup instead of hashing
+      std::size_t k = start;
+      const std::int32_t id = char_ids_[next_code_point(word, k)];
+      if (id >= 0) {
+        if (has_unk) {
+          add(unk_token_id, unk_len);
+          has_unk = false;
+        }
+        add(id, byte_len);
+        continue;
+      }
+    }
     const bool decorate = (start > 0 && continuing_subword_prefix_) || (i == word.size() && end_of_word_suffix_);
     if (decorate) {
       s.assign(start > 0 && continuing_subword_prefix_ ? *continuing_subword_prefix_ : "");

@@ -17,6 +17,13 @@ constexpr std::string_view kWordInner = "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{
 // Oniguruma's \h is a hexadecimal digit, PCRE2's is horizontal space.
 constexpr std::string_view kHexInner = "0-9a-fA-F";
 
+// Concatenation through append: GCC 12 warns falsely (-Wrestrict) about chains of operator+ here.
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
+
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 [[noreturn]] void untranslatable(std::string_view what, std::string_view pattern, std::string_view where) {
@@ -67,33 +74,31 @@ std::string onig_to_pcre2(std::string_view p, std::string_view where) {
         case 'S': out += "\\P{White_Space}"; break;
         case 'w':
           if (in_class) out += kWordInner;
-          else out += "[" + std::string(kWordInner) + "]";
+          else out += cat({"[", kWordInner, "]"});
           break;
         case 'W':
           if (in_class) untranslatable("\\W inside a character class", p, where);
-          out += "[^" + std::string(kWordInner) + "]";
+          out += cat({"[^", kWordInner, "]"});
           break;
         case 'b':  // word boundary, by Oniguruma's \w (inside a class \b is a backspace in both)
           if (in_class) out += "\\b";
-          else out += "(?:(?<=[" + std::string(kWordInner) + "])(?![" + std::string(kWordInner) + "])|(?<![" +
-                      std::string(kWordInner) + "])(?=[" + std::string(kWordInner) + "]))";
+          else out += cat({"(?:(?<=[", kWordInner, "])(?![", kWordInner, "])|(?<![", kWordInner, "])(?=[", kWordInner, "]))"});
           break;
         case 'B':
           if (in_class) untranslatable("\\B inside a character class", p, where);
-          out += "(?:(?<=[" + std::string(kWordInner) + "])(?=[" + std::string(kWordInner) + "])|(?<![" +
-                 std::string(kWordInner) + "])(?![" + std::string(kWordInner) + "]))";
+          out += cat({"(?:(?<=[", kWordInner, "])(?=[", kWordInner, "])|(?<![", kWordInner, "])(?![", kWordInner, "]))"});
           break;
         case 'h':
           if (in_class) out += kHexInner;
-          else out += "[" + std::string(kHexInner) + "]";
+          else out += cat({"[", kHexInner, "]"});
           break;
         case 'H':
           if (in_class) untranslatable("\\H inside a character class", p, where);
-          out += "[^" + std::string(kHexInner) + "]";
+          out += cat({"[^", kHexInner, "]"});
           break;
         case 'u':
           if (i + 4 <= p.size() && is_hex(p[i]) && is_hex(p[i + 1]) && is_hex(p[i + 2]) && is_hex(p[i + 3])) {
-            out += "\\x{" + std::string(p.substr(i, 4)) + "}";
+            out += cat({"\\x{", p.substr(i, 4), "}"});
             i += 4;
           } else {
             out += "\\u";

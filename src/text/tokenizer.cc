@@ -8,6 +8,7 @@
 
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
+#include "ferry/core/thread_pool.h"
 #include "text/added_vocabulary.h"
 #include "text/bpe.h"
 #include "text/decoder.h"
@@ -102,6 +103,15 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special_t
   }
   if (im.post_processor) im.post_processor->process(ids, add_special_tokens);
   return ids;
+}
+
+std::vector<std::vector<TokenId>> Tokenizer::encode_batch(std::span<const std::string_view> texts,
+                                                          bool add_special_tokens) const {
+  std::vector<std::vector<TokenId>> out(texts.size());
+  parallel_for(0, static_cast<std::int64_t>(texts.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) out[static_cast<std::size_t>(i)] = encode(texts[static_cast<std::size_t>(i)], add_special_tokens);
+  });
+  return out;
 }
 
 std::string Tokenizer::decode(std::span<const TokenId> ids, bool skip_special_tokens) const {

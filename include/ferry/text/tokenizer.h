@@ -62,6 +62,11 @@ class Tokenizer {
   /// Hugging Face: Tokenizer.encode(text, add_special_tokens).ids
   std::vector<TokenId> encode(std::string_view text, bool add_special_tokens = true) const;
 
+  /// encode() of every text, spread over ferry's thread pool (ferry::parallel_for).
+  /// Hugging Face: Tokenizer.encode_batch.
+  std::vector<std::vector<TokenId>> encode_batch(std::span<const std::string_view> texts,
+                                                 bool add_special_tokens = true) const;
+
   /// Ids to text. Unknown ids are skipped (as HF does). skip_special_tokens: drop added tokens marked
   /// special. Hugging Face: Tokenizer.decode(ids, skip_special_tokens).
   std::string decode(std::span<const TokenId> ids, bool skip_special_tokens = false) const;

@@ -1,0 +1,65 @@
+// generate: prompt in, text out — prefill the whole prompt in one forward, then decode one token at a time with
+// the KV cache, sampling each next token and streaming text as soon as it is complete UTF-8. Works on any
+// device map: the model's hooks do the ferrying, generate only calls the model.
+//
+// Hugging Face: GenerationMixin.generate(input_ids, max_new_tokens, do_sample, temperature, top_k, top_p, min_p,
+// repetition_penalty, eos_token_id, stop_strings) with a TextStreamer.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ferry/models/causal_lm.h"
+#include "ferry/text/sampling.h"
+#include "ferry/text/stopping.h"
+#include "ferry/text/tokenizer.h"
+
+namespace ferry::text {
+
+struct GenerateOptions {
+  SamplingOptions sampling;
+  StopCriteria stop;                 // eos ids, stop strings, max_new_tokens
+  bool add_special_tokens = true;    // when encoding a text prompt (BOS)
+  bool skip_special_tokens = true;   // when decoding the output
+  DType kv_cache_dtype = DType::F32;
+  /// Keep the logits of the last position for the first N steps (step 0 = after prefill).
+  std::size_t record_logits = 0;
+};
+
+struct GenerateTimings {
+  double prefill_seconds = 0, decode_seconds = 0;
+  std::size_t prompt_tokens = 0, generated_tokens = 0;
+  /// Prompt tokens per second of the prefill forward.
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
+  /// Tokens per second of the decode steps (the first generated token comes from the prefill).
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_seconds : 0;
+  }
+};
+
+struct GenerateResult {
+  std::vector<TokenId> prompt_ids;
+  std::vector<TokenId> generated_ids;
+  std::string text;          // the generated text as streamed (stop strings withheld)
+  StopReason stop_reason = StopReason::None;
+  GenerateTimings timings;
+  std::vector<std::vector<float>> step_logits;  // record_logits rows of [vocab]
+};
+
+/// Called with each piece of text as soon as it is safe to show (may be empty when a token completes no
+/// character yet) and the token id. Return false to stop generating.
+using TokenCallback = std::function<bool(std::string_view text, TokenId id)>;
+
+/// Generates from token ids. `tokenizer` may be null: then no text is produced (ids only) and stop strings
+/// cannot match. Throws ferry::Error for an empty prompt or an id outside the model's vocabulary.
+GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
+                        const GenerateOptions& options = {}, const TokenCallback& on_token = {});
+
+/// Encodes `prompt` with the tokenizer, then generates.
+GenerateResult generate(models::CausalLM& model, const Tokenizer& tokenizer, std::string_view prompt,
+                        const GenerateOptions& options = {}, const TokenCallback& on_token = {});
+
+}  // namespace ferry::text
