@@ -88,3 +88,24 @@ TEST(DeviceMapUsage, SumsBytesPerDevice) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(FormatPlan, ShowsRowsTotalsBudgetsAndReservations) {
+  test::ModelForTest model;
+  PlanOptions o;
+  o.max_memory = MaxMemory{{Device::cuda(0), 1000}, {Device::cpu(), 5000}};
+  o.dtype = DType::F16;
+  o.reservations = {{Device::cuda(0), 300, "KV cache"}};
+  std::string table = format_plan(model, DeviceMap::from_json(R"({"linear1": 0, "batchnorm": "cpu"})"), o);
+  EXPECT_NE(table.find("module     device           bytes  dtype\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("linear1    cuda:0            32 B  f16\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("batchnorm  cpu               40 B  f16+i64\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("cuda:0: 32 B of weights + 300 B reserved (KV cache) of 1000 B\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("cpu: 40 B of weights of 4.88 KiB\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("no device for 2 tensor(s): linear2.weight linear2.bias"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace ferry

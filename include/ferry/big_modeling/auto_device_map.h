@@ -92,4 +92,13 @@ DeviceMap plan_device_map(const nn::Module& model, DeviceMapMode mode, const Pla
 MaxMemory device_map_usage(const nn::Module& model, const DeviceMap& device_map,
                            std::optional<DType> dtype = std::nullopt, const SpecialDTypes& special_dtypes = {});
 
+/// The plan as a table for people, to print before anything is loaded (DESIGN.md, big_modeling 17): one row per
+/// device-map entry (module, device, bytes, dtypes as they will be loaded), then each device's total against its
+/// budget (options.max_memory, when given) and the reservations on it. Tensors no entry covers are listed last.
+///   module                 device   bytes       dtype
+///   model.embed_tokens     cuda:0   250.00 MiB  bf16
+///   ...
+///   cuda:0: 9.20 GiB of weights + 1.00 GiB reserved (KV cache) of 10.00 GiB
+std::string format_plan(const nn::Module& model, const DeviceMap& device_map, const PlanOptions& options = {});
+
 }  // namespace ferry
