@@ -1,18 +1,23 @@
-// The auto-model factory: config.json -> architecture -> skeleton (under init_empty_weights) -> weights.
-//
-// Plans other than "everything on the cpu" belong to big_modeling's load_checkpoint_and_dispatch; until that exists
-// (include/ferry/big_modeling/dispatch.h), from_pretrained refuses them with an error that says so.
+// The auto-model factory: config.json -> architecture -> skeleton (under init_empty_weights) -> weights, either
+// resident on the cpu (resident_loading.h) or planned, loaded and dispatched by big_modeling's
+// load_checkpoint_and_dispatch.
 #include "ferry/models/auto_model.h"
 
+#include <algorithm>
 #include <functional>
+#include <set>
 
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
+#include "ferry/big_modeling/auto_device_map.h"
+#include "ferry/big_modeling/dispatch.h"
+#include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
 #include "ferry/nn/empty_weights.h"
+#include "ferry/nn/tied.h"
 #include "resident_loading.h"
 
 namespace ferry::models {
@@ -51,6 +56,61 @@ std::string supported_list() {
   std::string s;
   for (const Architecture& a : registry()) s += std::string(s.empty() ? "" : ", ") + a.name + " (" + a.model_type + ")";
   return s;
+}
+
+// A checkpoint key reported missing is really missing unless a tied partner was loaded (one slot, two names).
+std::vector<std::string> truly_missing(const nn::Module& model, const std::vector<std::string>& reported) {
+  std::set<std::string> missing(reported.begin(), reported.end());
+  std::vector<std::string> out;
+  for (const std::string& name : reported) {
+    bool tied_to_loaded = false;
+    for (const auto& group : nn::find_tied_parameters(model)) {
+      if (std::find(group.begin(), group.end(), name) == group.end()) continue;
+      for (const std::string& other : group) tied_to_loaded = tied_to_loaded || !missing.count(other);
+    }
+    if (!tied_to_loaded) out.push_back(name);
+  }
+  return out;
+}
+
+// device_map modes and maps, as transformers' from_pretrained does it: plan (modes), load into the plan, check that
+// nothing is missing, dispatch. (big_modeling's load_checkpoint_and_dispatch does the same minus the check, which
+// must come before dispatch_model: a missing weight is otherwise reported as an obscure meta-device error there.)
+void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, const FromPretrainedOptions& options,
+                       DType dtype) {
+  DeviceMap map;
+  if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
+    PlanOptions plan;
+    plan.max_memory = options.max_memory;
+    plan.no_split_module_classes = options.no_split_module_classes;
+    if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {model.info().block_class};
+    plan.dtype = dtype;
+    map = plan_device_map(model, parse_device_map_mode(*mode), plan);
+  } else {
+    map = std::get<DeviceMap>(options.device_map);
+  }
+  const bool has_disk = std::any_of(map.begin(), map.end(), [](const auto& e) { return e.second.is_disk(); });
+
+  LoadCheckpointOptions load;
+  load.device_map = map;
+  if (!options.offload_folder.empty()) load.offload_folder = options.offload_folder;
+  load.dtype = dtype;
+  load.offload_state_dict = options.offload_state_dict.value_or(has_disk);
+  const LoadCheckpointResult loaded = load_checkpoint_in_model(model, folder, load);
+  const std::vector<std::string> missing = truly_missing(model, loaded.missing_keys);
+  if (!missing.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < missing.size() && i < 8; ++i) names += (i ? ", " : "") + missing[i];
+    throw Error("the checkpoint lacks " + std::to_string(missing.size()) + " tensor(s) " + model.type_name() +
+                    " needs: " + names + (missing.size() > 8 ? ", ..." : ""),
+                folder.string(), "Are config.json and the weights from the same model?");
+  }
+
+  DispatchOptions dispatch;
+  if (load.offload_folder) dispatch.offload_dir = load.offload_folder;
+  if (has_disk) dispatch.offload_index = loaded.offload_index;
+  dispatch.skip_keys = {"past_key_values"};  // transformers' _skip_keys_device_placement
+  dispatch_model(model, map, dispatch);
 }
 
 }  // namespace
@@ -119,10 +179,8 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
     detail::load_resident_weights(*model, files);
     return model;
   }
-  // The seam for big_modeling: plan (modes) -> load into the plan -> dispatch, once dispatch.h exists.
-  throw Error("device_map other than \"cpu\" needs big_modeling's load_checkpoint_and_dispatch, which this build "
-              "does not have yet",
-              folder.string(), "Load resident (leave device_map unset), or dispatch the model yourself.");
+  load_and_dispatch(*model, folder, options, dtype);
+  return model;
 }
 
 }  // namespace ferry::models

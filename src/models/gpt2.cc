@@ -7,6 +7,8 @@
 //    fused ops::attention, and dropout is the identity at inference anyway.
 //  - reorder_and_upcast_attn only changes rounding in f16 training; ferry's attention is f32 throughout.
 //  - Cross-attention (add_cross_attention) and token_type_ids are not implemented.
+//  - Like transformers, GPT2Model moves the position embeddings to the token embeddings' device before adding them
+//    (the only device move in src/models; see GPT2Model::forward).
 #include "ferry/models/gpt2.h"
 
 #include <cmath>
@@ -128,7 +130,11 @@ nn::Value GPT2Model::forward(const nn::Args& args) {
     throw Error("context of " + std::to_string(past + in.input_ids.size(0)) + " tokens exceeds n_positions = " +
                     std::to_string(positions),
                 type_name(), "GPT-2 has learned positions only up to n_positions; shorten the prompt or generation.");
-  Tensor hidden = ops::add((*wte)(in.input_ids), (*wpe)(in.position_ids));
+  Tensor inputs_embeds = (*wte)(in.input_ids);
+  // The one device move in ferry's model files, as in transformers (`position_embeds.to(inputs_embeds.device)`):
+  // wte and wpe are separate top-level modules, so a plan may put them on different devices, and no hook sits
+  // between their outputs and this sum. Resident, it is a no-op.
+  Tensor hidden = ops::add(inputs_embeds, (*wpe)(in.position_ids).to(inputs_embeds.device()));
   hidden = (*drop)(hidden);
   for (std::size_t i = 0; i < h->size(); ++i) {
     nn::Args block_args{hidden};

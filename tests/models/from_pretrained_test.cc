@@ -6,8 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/io/safetensors.h"
@@ -152,7 +155,7 @@ TEST(FromPretrained, BaseModelCheckpointGetsThePrefix) {
   EXPECT_EQ(test::max_abs_diff(model->logits(prompt()), written->logits(prompt())), 0.0);
 }
 
-TEST(FromPretrained, DeviceMapValues) {
+TEST(FromPretrained, CpuDeviceMapsLoadResident) {
   test::TempDir dir;
   test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
   EXPECT_NO_THROW(AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = std::string("cpu")}));
@@ -160,6 +163,76 @@ TEST(FromPretrained, DeviceMapValues) {
   EXPECT_TRUE(is_resident_cpu_map(std::monostate{}));
   EXPECT_FALSE(is_resident_cpu_map(std::string("auto")));
   EXPECT_FALSE(is_resident_cpu_map(DeviceMap{{"model", Device::cpu()}, {"lm_head", Device::disk()}}));
+}
+
+struct VirtualDevices {
+  VirtualDevices() { enable_virtual_devices(VirtualDeviceOptions{}); }
+  ~VirtualDevices() { disable_virtual_devices(); }
+};
+
+// Greedy decode of 6 tokens after the prompt; returns every logits row.
+std::vector<Tensor> generate(CausalLM& model, std::shared_ptr<KvCache> cache) {
+  std::vector<Tensor> rows{model.logits(prompt(), cache, 1)};
+  for (int i = 0; i < 6; ++i) {
+    std::vector<float> last = rows.back().to_vector<float>();
+    const int64_t next = std::max_element(last.begin(), last.end()) - last.begin();
+    rows.push_back(model.logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1));
+  }
+  return rows;
+}
+
+TEST(FromPretrained, ExplicitDeviceMapOverDevicesCpuAndDiskMatchesResident) {
+  VirtualDevices devices;
+  test::TempDir dir, offload("ferry-offload");
+  nn::manual_seed(21);
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  auto resident = AutoModelForCausalLM::from_pretrained(dir.path());
+  DeviceMap map{{"model.embed_tokens", Device::virt(0)}, {"model.layers.0", Device::virt(0)},
+                {"model.layers.1", Device::virt(1)},     {"model.norm", Device::cpu()},
+                {"model.rotary_emb", Device::virt(0)},   {"lm_head", Device::disk()}};
+  auto dispatched = AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map, .offload_folder = offload.path()});
+  EXPECT_EQ(nn::get_module_tensor(*dispatched, "model.layers.1.mlp.up_proj.weight").device(), Device::virt(1));
+  EXPECT_TRUE(nn::get_module_tensor(*dispatched, "lm_head.weight").is_meta());  // on disk between forwards
+  auto cache = dispatched->make_cache();
+  const std::vector<Tensor> a = generate(*resident, resident->make_cache()), b = generate(*dispatched, cache);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(test::max_abs_diff(a[i], b[i]), 0.0) << "step " << i;
+  // The cache of each layer lives on that layer's execution device.
+  EXPECT_EQ(cache->device(0), Device::virt(0));
+  EXPECT_EQ(cache->device(1), Device::virt(1));
+  EXPECT_EQ(b.back().device(), Device::cpu());  // outputs come back to the input's device
+}
+
+TEST(FromPretrained, AutoModeSplitsOverABudgetAndMatchesResident) {
+  VirtualDevices devices;
+  test::TempDir dir;
+  nn::manual_seed(22);
+  test::write_random_hf_folder(dir.path(), test::tiny_gpt2_config());  // tied head
+  auto resident = AutoModelForCausalLM::from_pretrained(dir.path());
+  // ~40 KiB per block in f32: two blocks cannot share one 64 KiB device.
+  auto dispatched = AutoModelForCausalLM::from_pretrained(
+      dir.path(), {.device_map = std::string("sequential"),
+                   .max_memory = MaxMemory{{Device::virt(0), 64 << 10}, {Device::virt(1), 64 << 10},
+                                           {Device::cpu(), 64 << 20}}});
+  std::set<Device> used;
+  for (const auto& [name, t] : dispatched->named_parameters()) used.insert(t.device());
+  EXPECT_GE(used.size(), 2u) << "the budget should force more than one device";
+  const std::vector<Tensor> a = generate(*resident, resident->make_cache());
+  const std::vector<Tensor> b = generate(*dispatched, dispatched->make_cache());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(test::max_abs_diff(a[i], b[i]), 0.0) << "step " << i;
+}
+
+TEST(FromPretrained, DispatchReportsMissingTensorsButNotTiedOnes) {
+  test::TempDir dir, offload("ferry-offload");
+  test::write_random_hf_folder(dir.path(), test::tiny_qwen2_config());  // tied: no lm_head.weight in the file
+  DeviceMap map{{"model.embed_tokens", Device::cpu()}, {"model.layers", Device::disk()},
+                {"model.norm", Device::cpu()},         {"model.rotary_emb", Device::cpu()},
+                {"lm_head", Device::disk()}};
+  EXPECT_NO_THROW(AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map, .offload_folder = offload.path()}));
+  edit_checkpoint(dir.path(), [](io::StateDict& t) { t.erase("model.layers.0.mlp.up_proj.weight"); });
+  EXPECT_THAT(error_of([&] {
+                AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map, .offload_folder = offload.path()});
+              }),
+              AllOf(HasSubstr("lacks 1 tensor(s)"), HasSubstr("model.layers.0.mlp.up_proj.weight")));
 }
 
 TEST(FromPretrained, BadFoldersFailBeforeReadingWeights) {

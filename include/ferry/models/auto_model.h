@@ -32,10 +32,12 @@ struct FromPretrainedOptions {
   std::optional<MaxMemory> max_memory;
   /// The dtype float weights are loaded as; nullopt = config.json's dtype/torch_dtype, else f32.
   std::optional<DType> dtype;
-  /// Where disk-offloaded weights go when a plan uses "disk" (and the weights must be rewritten).
+  /// Where disk-offloaded weights go when a plan uses "disk" and they must be rewritten (.bin checkpoints, dtype
+  /// changes); safetensors weights of the right dtype are read from the checkpoint itself. Empty = none.
   std::filesystem::path offload_folder;
   /// Accelerate: offload_state_dict — stage cpu-bound weights on disk while loading, to bound peak RAM.
-  bool offload_state_dict = false;
+  /// nullopt = on when the plan uses disk (transformers' default).
+  std::optional<bool> offload_state_dict;
   /// Modules a plan never splits across devices; empty = the architecture's block class (LlamaDecoderLayer, ...).
   std::vector<std::string> no_split_module_classes;
 };
@@ -46,10 +48,14 @@ class AutoModelForCausalLM {
   ///   auto model = AutoModelForCausalLM::from_pretrained("TinyLlama-1.1B", {.dtype = DType::BF16});
   ///   auto cache = model->make_cache();
   ///   Tensor logits = model->logits(prompt_ids, cache);
+  ///   auto big = AutoModelForCausalLM::from_pretrained("Llama-3-8B", {.device_map = std::string("auto"),
+  ///       .max_memory = MaxMemory::from_flag("0=4GiB,cpu=8GiB"), .offload_folder = "offload"});
   /// Throws ferry::Error before reading any weight for a bad config, an unknown architecture or missing shards; while
   /// loading, for a tensor whose shape disagrees with config.json (naming tensor and file); after, listing every
-  /// tensor the checkpoint lacks. Unexpected checkpoint tensors are a warning (ferry::log_warning), except the
-  /// buffers old checkpoints carry (GPT-2's attn.bias, rotary inv_freq), which are skipped silently.
+  /// tensor the checkpoint lacks (tied parameters count as loaded through their partner). Unexpected checkpoint
+  /// tensors are a warning (ferry::log_warning); resident loads also skip silently the buffers old checkpoints
+  /// carry (GPT-2's attn.bias, rotary inv_freq) and accept checkpoints of the bare base model ("h.0..." for
+  /// "transformer.h.0..."). Dispatched models get "past_key_values" as a skip_key, so the KV cache never moves.
   /// HF: AutoModelForCausalLM.from_pretrained(folder, device_map=..., max_memory=..., dtype=..., ...)
   static std::shared_ptr<CausalLM> from_pretrained(const std::filesystem::path& folder,
                                                    const FromPretrainedOptions& options = {});

@@ -1,0 +1,178 @@
+// End-to-end model speed on a TinyLlama-shaped Llama (hidden 2048, 22 layers, 32 heads, 4 KV heads, intermediate
+// 5632, vocab 32000, untied head: 1.1B parameters) with random f16 weights built in memory, resident on the cpu.
+//   Prefill512     one forward over a 512-token prompt. Counter tokens_per_s.
+//   Decode128      after a 512-token prefill, 128 greedy decode steps (one token per forward, KV cache). Counters:
+//                  tokens_per_s; read_GBps, the host's read bandwidth measured in the same run (all threads summing a
+//                  1 GiB buffer, best of 3); weight_GB_per_token, the bytes of weights one decode step must stream
+//                  (every parameter once, except the embedding, of which one row is read); bound_tokens_per_s =
+//                  read_GBps / weight_GB_per_token; fraction_of_bound = tokens_per_s / bound_tokens_per_s.
+//                  KV-cache reads (f32, 45 KiB per token of context, < 2% of the weights here) are not counted.
+// Run: build-*/bench/bench_model   (FERRY_NUM_THREADS sets the threads; the figures depend on what else runs)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "ferry/core/thread_pool.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/nn/empty_weights.h"
+#include "ferry/nn/module_tensors.h"
+#include "ferry/ops/gather.h"
+
+namespace {
+
+using namespace ferry;
+using Clock = std::chrono::steady_clock;
+
+nlohmann::json tinyllama_config() {
+  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 32000},
+          {"hidden_size", 2048}, {"intermediate_size", 5632}, {"num_hidden_layers", 22}, {"num_attention_heads", 32},
+          {"num_key_value_heads", 4}, {"max_position_embeddings", 2048}, {"rms_norm_eps", 1e-5},
+          {"rope_theta", 10000.0}, {"tie_word_embeddings", false}};
+}
+
+// Uniform values with the variance of the reference tests' weights: projections N(0, 1/fan_in)-like, embeddings
+// unit variance, norm weights 1. A cheap xorshift keeps building 1.1B parameters to a few seconds.
+Tensor random_f16(const Shape& shape, double half_width, uint64_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
+  parallel_for(0, static_cast<int64_t>(v.size()), 1 << 20, [&](int64_t b, int64_t e) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(b) + 1;
+    for (int64_t i = b; i < e; ++i) {
+      s ^= s << 13;
+      s ^= s >> 7;
+      s ^= s << 17;
+      const double u = static_cast<double>(s >> 11) * (1.0 / 9007199254740992.0);  // [0, 1)
+      v[static_cast<std::size_t>(i)] = static_cast<float>((2 * u - 1) * half_width);
+    }
+  });
+  return Tensor::from_vector(v, shape, DType::F16);
+}
+
+std::shared_ptr<models::CausalLM> build_model() {
+  const models::ConfigJson config = models::ConfigJson::from_json(tinyllama_config());
+  std::shared_ptr<models::CausalLM> model;
+  {
+    auto guard = nn::init_empty_weights();
+    model = models::AutoModelForCausalLM::from_config(config, DType::F16);
+  }
+  uint64_t seed = 1;
+  for (const auto& [name, t] : model->named_parameters()) {
+    const Shape shape = t.shape();
+    double half_width = 1.7320508;  // U(-√3, √3): unit variance (embeddings)
+    if (shape.size() == 1) {
+      nn::set_module_tensor_to_device(*model, name, Device::cpu(), Tensor::full(shape, 1.0, DType::F16));
+      continue;
+    }
+    if (name.find("embed_tokens") == std::string::npos) half_width /= std::sqrt(static_cast<double>(shape[1]));
+    nn::set_module_tensor_to_device(*model, name, Device::cpu(), random_f16(shape, half_width, seed++));
+  }
+  return model;
+}
+
+models::CausalLM& model() {
+  static std::shared_ptr<models::CausalLM> m = build_model();
+  return *m;
+}
+
+Tensor prompt(int64_t n) {
+  std::vector<int64_t> ids(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = (i * 7919 + 13) % 32000;
+  return Tensor::from_vector(ids, {n});
+}
+
+// Bytes of weights one decode step reads: every parameter once, the embedding table only one row.
+double weight_bytes_per_token(const models::CausalLM& m) {
+  double bytes = 0;
+  for (const auto& [name, t] : m.named_parameters()) {
+    if (name == "model.embed_tokens.weight")
+      bytes += static_cast<double>(t.size(1)) * static_cast<double>(dtype_size(t.dtype()));
+    else
+      bytes += static_cast<double>(t.nbytes());
+  }
+  return bytes;
+}
+
+// Host read bandwidth in bytes/s: all threads sum disjoint parts of a 1 GiB buffer; best of 3 passes.
+double read_bandwidth() {
+  const std::size_t words = (std::size_t(1) << 30) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(words);
+  parallel_for(0, static_cast<int64_t>(words), 1 << 20, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) buf[static_cast<std::size_t>(i)] = static_cast<uint64_t>(i);
+  });
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = Clock::now();
+    std::atomic<uint64_t> total{0};
+    parallel_for(0, static_cast<int64_t>(words), 1 << 22, [&](int64_t b, int64_t e) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      const uint64_t* p = buf.data();
+      int64_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+      }
+      for (; i < e; ++i) s0 += p[i];
+      total += s0 + s1 + s2 + s3;
+    });
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    benchmark::DoNotOptimize(total.load());
+    best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);
+  }
+  return best;
+}
+
+void Prefill512(benchmark::State& state) {
+  models::CausalLM& m = model();
+  const Tensor ids = prompt(512);
+  for (auto _ : state) {
+    auto cache = m.make_cache();
+    Tensor logits = m.logits(ids, cache, 1);
+    benchmark::DoNotOptimize(logits.raw_data());
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(512.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["threads"] = num_threads();
+}
+BENCHMARK(Prefill512)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+void Decode128(benchmark::State& state) {
+  models::CausalLM& m = model();
+  const double bandwidth = read_bandwidth();
+  const double bytes_per_token = weight_bytes_per_token(m);
+  double decode_seconds = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto cache = m.make_cache();
+    cache->reserve(512 + 128);
+    Tensor last = m.logits(prompt(512), cache, 1);
+    state.ResumeTiming();
+    const auto t0 = Clock::now();
+    for (int step = 0; step < 128; ++step) {
+      const Tensor next = ops::argmax(last);  // [1]
+      last = m.logits(next, cache, 1);
+    }
+    decode_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  const double tokens_per_s = 128.0 * static_cast<double>(state.iterations()) / decode_seconds;
+  const double bound = bandwidth / bytes_per_token;
+  state.counters["tokens_per_s"] = tokens_per_s;
+  state.counters["read_GBps"] = bandwidth / 1e9;
+  state.counters["weight_GB_per_token"] = bytes_per_token / 1e9;
+  state.counters["bound_tokens_per_s"] = bound;
+  state.counters["fraction_of_bound"] = tokens_per_s / bound;
+  state.counters["threads"] = num_threads();
+}
+BENCHMARK(Decode128)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
