@@ -211,13 +211,9 @@ Tensor build_tensor(const PickledTensor& t, const std::shared_ptr<Storage>& byte
     throw Error("tensor " + shape_str(t.size) + " at offset " + std::to_string(t.offset) + " reaches element " +
                     std::to_string(last) + " of a storage of " + std::to_string(storage_elems),
                 here, "the file is corrupt");
-  const auto* base = static_cast<const uint8_t*>(bytes->data());
-  const bool aligned = reinterpret_cast<std::uintptr_t>(base) % es == 0;
-  if (is_contiguous(t.size, t.stride)) {
-    Tensor view = Tensor::from_storage(bytes, static_cast<std::size_t>(t.offset) * es, t.size, t.dtype);
-    return aligned ? view : view.clone();
-  }
-  return materialise(base, t);
+  if (is_contiguous(t.size, t.stride))
+    return Tensor::from_storage(bytes, static_cast<std::size_t>(t.offset) * es, t.size, t.dtype);
+  return materialise(static_cast<const uint8_t*>(bytes->data()), t);
 }
 
 }  // namespace
@@ -267,7 +263,16 @@ StateDict load_torch_bin(const std::filesystem::path& path, std::optional<DType>
                       std::to_string(a.entries[it->second].size) + " bytes",
                   where, "the file is corrupt");
     auto& bytes = storage_by_key[s.key];
-    if (!bytes) bytes = entry_bytes(a, zip, it->second, where);
+    if (!bytes) {
+      bytes = entry_bytes(a, zip, it->second, where);
+      // torch.save aligns storages to 64 bytes; an archive re-zipped by other tools may not. Typed kernels must
+      // not see misaligned pointers, so such a storage is copied once (its views still share the copy).
+      if (reinterpret_cast<std::uintptr_t>(bytes->data()) % 8 != 0) {
+        auto copy = Storage::allocate(Device::cpu(), bytes->nbytes());
+        std::memcpy(copy->data(), bytes->data(), bytes->nbytes());
+        bytes = std::move(copy);
+      }
+    }
     storages.push_back(bytes);
   }
 

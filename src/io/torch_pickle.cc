@@ -59,6 +59,7 @@ std::optional<GlobalInfo> resolve_global(const std::string& module, const std::s
         {"torch.nn.parameter.Parameter", {G::TensorType}},
         {"torch.device", {G::Device}},
         {"torch.UntypedStorage", {G::StorageType, DType::U8, true}},
+        {"torch.storage.UntypedStorage", {G::StorageType, DType::U8, true}},  // how torch 2.x pickles it
     };
     const std::pair<const char*, DType> storages[] = {
         {"FloatStorage", DType::F32}, {"HalfStorage", DType::F16},  {"BFloat16Storage", DType::BF16},

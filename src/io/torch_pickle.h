@@ -8,7 +8,7 @@
 //   torch._utils._rebuild_tensor{,_v2,_v3}      -> a tensor record (storage, offset, size, stride[, dtype])
 //   torch._utils._rebuild_parameter{,_with_state}, torch._tensor._rebuild_from_type_v2 (with torch.Tensor or
 //   torch.nn.parameter.Parameter)               -> the tensor inside
-//   torch.*Storage, torch.UntypedStorage        -> storage types inside persistent ids
+//   torch.*Storage, torch[.storage].UntypedStorage -> storage types inside persistent ids
 //   torch.<dtype> (float8_e4m3fn, ...)          -> dtypes (for _rebuild_tensor_v3)
 //   torch.device                                -> a string
 // Any other global (os.system, builtins.eval, a model class) or opcode is refused with an error that names it.

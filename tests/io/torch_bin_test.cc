@@ -91,6 +91,18 @@ TEST(TorchBin, SharedStoragesStayShared) {
   EXPECT_EQ(sd.at("k.weight").to_vector<float>(), (std::vector<float>{4, 5, 6, 7}));
 }
 
+TEST(TorchBin, UnalignedStoredEntriesAreCopiedOnceAndStayShared) {
+  TempDir dir;
+  TorchBinOptions unaligned;
+  unaligned.alignment = 0;  // as Python's zipfile would write them
+  const std::vector<TorchStorageSpec> storages = {{"0", DType::F64, std::string(48, '\x01')}};
+  testing::write_torch_bin(dir / "m.bin", {{"a", "0", {3}}, {"b", "0", {3}, {}, 3}}, storages, unaligned);
+  const StateDict sd = load_torch_bin(dir / "m.bin");
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(sd.at("b").raw_data()) % 8, 0u);
+  EXPECT_TRUE(sd.at("a").shares_storage(sd.at("b")));
+  EXPECT_EQ(iotest::bytes_of(sd.at("b")), std::string(24, '\x01'));
+}
+
 TEST(TorchBin, NonContiguousTensorsAreMaterialisedCorrectly) {
   TempDir dir;
   const std::vector<TorchStorageSpec> storages = {{"0", DType::F32, iota_floats(12)}};
