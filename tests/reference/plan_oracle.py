@@ -16,6 +16,8 @@ comparing plans:
     of ids 1..n-1 (missing some GPUs, or raising KeyError); ferry sums every GPU with memory but the first;
   - "raises": Accelerate raised (the message is kept); ferry must still return a complete plan.
 
+Accelerate's order of tied-parameter groups depends on PYTHONHASHSEED; this script sorts them, as ferry does.
+
 Tree spec: {"type": class name, "params": [[name, shape, dtype]], "buffers": [[name, shape, dtype, persistent]],
 "children": [[name, spec]]}; "ties": [[dst, src]] makes tensor dst the same parameter as src. dtypes are
 safetensors names (F32, F16, BF16, I64, BOOL). Bool tensors always have a multiple of 8 elements, so Accelerate's
@@ -48,6 +50,12 @@ TARGETS = {None: None, "F32": torch.float32, "F16": torch.float16, "BF16": torch
 MODES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 _classes = {}
+
+# Accelerate's find_tied_parameters builds its groups by iterating a set of names, so the order of the groups (not
+# of the names inside one) follows PYTHONHASHSEED, and with several tied groups its plans change from run to run.
+# ferry sorts the groups; sorting them here picks that one of Accelerate's possible orders, every time.
+_find_tied_parameters = acc.find_tied_parameters
+acc.find_tied_parameters = lambda model, **kw: sorted(_find_tied_parameters(model, **kw))
 
 
 def module_class(name):
