@@ -15,6 +15,7 @@
 
 #include "ferry/core/thread_pool.h"
 #include "linear_kernels.h"
+#include "to_f32.h"
 
 namespace ferry::ops::cpu {
 namespace scalar {
@@ -32,6 +33,22 @@ void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, in
       float& out = c[i * ldc + j];
       out = (accumulate ? out : bias ? bias[j] : 0.0f) + acc[i][j];
     }
+}
+
+void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel) {
+  const std::size_t esize = dtype_size(wt);
+  float row[kKC];
+  for (int j = 0; j < kNR; ++j) {
+    if (j >= rows) {
+      for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = 0.0f;
+      continue;
+    }
+    for (int64_t k0r = 0; k0r < kc; k0r += kKC) {  // kc ≤ kKC in the driver; the loop keeps this safe regardless
+      const int64_t len = std::min(kKC, kc - k0r);
+      to_f32_scalar(wt, static_cast<const char*>(w) + (static_cast<std::size_t>(n0 + j) * K + k0 + k0r) * esize, row, len);
+      for (int64_t k = 0; k < len; ++k) panel[(k0r + k) * kNR + j] = row[k];
+    }
+  }
 }
 
 }  // namespace scalar
@@ -70,20 +87,10 @@ void pack_rhs_block(const LinearKernels& kern, const GemmRhs& rhs, int64_t N, in
                     int64_t k0, int64_t kc, float* dst) {
   const int64_t panels = (nc + kNR - 1) / kNR;
   if (rhs.rows_are_outputs) {
-    const std::size_t esize = dtype_size(rhs.dtype);
-    const auto* base = static_cast<const char*>(rhs.data);
-    float row[kKC];
     for (int64_t p = 0; p < panels; ++p) {
-      float* panel = dst + p * kc * kNR;
-      for (int j = 0; j < kNR; ++j) {
-        const int64_t n = n0 + p * kNR + j;
-        if (n >= n0 + nc || n >= N) {
-          for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = 0.0f;
-          continue;
-        }
-        kern.to_f32(rhs.dtype, base + (static_cast<std::size_t>(n) * K + k0) * esize, row, kc);
-        for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = row[k];
-      }
+      const int64_t first = n0 + p * kNR;
+      const int rows = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(kNR, std::min(n0 + nc, N) - first)));
+      kern.pack_panel(rhs.dtype, rhs.data, K, first, rows, k0, kc, dst + p * kc * kNR);
     }
   } else {
     const auto* b = static_cast<const float*>(rhs.data);
@@ -97,6 +104,32 @@ void pack_rhs_block(const LinearKernels& kern, const GemmRhs& rhs, int64_t N, in
     }
   }
 }
+
+// Prefetches the weight rows [n0, n0 + nc) × columns [k0, k0 + KC) of a [N, K] weight, one row per step().
+class RowPrefetcher {
+ public:
+  RowPrefetcher() = default;
+  RowPrefetcher(const GemmRhs& rhs, int64_t N, int64_t K, int64_t n0, int64_t nc, int64_t k0) {
+    if (!rhs.rows_are_outputs || k0 >= K) return;
+    esize_ = dtype_size(rhs.dtype);
+    base_ = static_cast<const char*>(rhs.data) + k0 * esize_;
+    row_bytes_ = static_cast<std::size_t>(K) * esize_;
+    bytes_ = static_cast<std::size_t>(std::min(kKC, K - k0)) * esize_;
+    n_ = n0, end_ = std::min(n0 + nc, N);
+  }
+  bool step() {
+    if (n_ >= end_) return false;
+    const char* row = base_ + static_cast<std::size_t>(n_++) * row_bytes_;
+    for (std::size_t off = 0; off < bytes_; off += 64) __builtin_prefetch(row + off, 0, 2);
+    __builtin_prefetch(row + bytes_ - 1, 0, 2);
+    return true;
+  }
+
+ private:
+  const char* base_ = nullptr;
+  std::size_t esize_ = 0, row_bytes_ = 0, bytes_ = 0;
+  int64_t n_ = 0, end_ = 0;
+};
 
 }  // namespace
 
@@ -136,6 +169,11 @@ void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRh
         for (int64_t kb = 0; kb < k_blocks; ++kb) {
           const int64_t k0 = kb * kKC, kc = std::min(kKC, K - k0);
           pack_rhs_block(kern, rhs, N, K, n0, nc, k0, kc, wp);
+          // While this block computes, pull the next block's weights towards the cache, one row per microkernel
+          // call: the weight rows are far apart in memory, so the hardware prefetcher does not see them coming.
+          RowPrefetcher next = kb + 1 < k_blocks ? RowPrefetcher(rhs, N, K, n0, nc, k0 + kc)
+                               : nb + 1 < b1     ? RowPrefetcher(rhs, N, K, n0 + kNC, kNC, 0)
+                                                 : RowPrefetcher();
           for (int64_t p = 0; p < n_panels; ++p) {
             const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - p * kNR));
             const float* bp = wp + p * kc * kNR;
@@ -144,7 +182,10 @@ void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRh
               const int mr = static_cast<int>(std::min<int64_t>(kMR, mc - i * kMR));
               float* c = y + (m0 + i * kMR) * N + n0 + p * kNR;
               kern.micro(kc, xp.get() + k0 * mpad + i * kc * kMR, bp, c, N, mr, nr, kb > 0, bias_p);
+              next.step();
             }
+          }
+          while (next.step()) {
           }
         }
       }

@@ -10,14 +10,13 @@
 #include "ferry/core/cpu_features.h"
 #include "ferry/ops/linear.h"
 #include "linear_kernels.h"
-#include "to_f32.h"
 
 namespace ferry::ops {
 namespace cpu {
 
 const LinearKernels& linear_kernels(Isa isa) {
-  static const LinearKernels scalar_kernels{to_f32_scalar, scalar::gemv, scalar::micro};
-  static const LinearKernels avx2_kernels{to_f32_avx2, avx2::gemv, avx2::micro};
+  static const LinearKernels scalar_kernels{scalar::gemv, scalar::micro, scalar::pack_panel};
+  static const LinearKernels avx2_kernels{avx2::gemv, avx2::micro, avx2::pack_panel};
   return isa == Isa::AVX2 ? avx2_kernels : scalar_kernels;
 }
 

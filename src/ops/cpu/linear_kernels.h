@@ -22,8 +22,6 @@ inline constexpr int64_t kNC = 64;   // output features per task: a KC × NC pac
 inline constexpr int64_t kMC = 288;  // activation rows per pass: each weight block is converted once per pass
 
 struct LinearKernels {
-  /// dst[i] = src[i] as f32 (see to_f32.h).
-  void (*to_f32)(DType t, const void* src, float* dst, int64_t n) noexcept;
   /// y[n] = dot(w[n, :K], x) (+ bias[n] when bias != nullptr) for n in [n0, n1). w: rows of dtype wt.
   void (*gemv)(DType wt, const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n0,
                int64_t n1);
@@ -31,6 +29,9 @@ struct LinearKernels {
   /// with a: kc × kMR packed (row k holds MR activations), b: kc × kNR packed.
   void (*micro)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, bool accumulate,
                 const float* bias);
+  /// Packs weight rows [n0, n0 + rows) (rows ≤ kNR) × columns [k0, k0 + kc) of w ([N, K], dtype wt) as f32 into
+  /// panel[k * kNR + j]; columns j ≥ rows are zero.
+  void (*pack_panel)(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel);
 };
 
 const LinearKernels& linear_kernels(Isa isa);
@@ -39,11 +40,13 @@ namespace scalar {
 void gemv(DType wt, const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n0, int64_t n1);
 void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, bool accumulate,
            const float* bias);
+void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel);
 }  // namespace scalar
 namespace avx2 {
 void gemv(DType wt, const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n0, int64_t n1);
 void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, bool accumulate,
            const float* bias);
+void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel);
 }  // namespace avx2
 
 /// Where the GEMM's right-hand side comes from: weight rows [N, K] of any linear dtype (linear), or a row-major
