@@ -37,7 +37,7 @@ std::string join(const std::set<std::string>& names) {
 std::string format_plan(const nn::Module& model, const DeviceMap& device_map, const PlanOptions& options) {
   std::unordered_map<std::string, Row> rows;
   std::vector<std::string> uncovered;
-  std::map<Device, int64_t> per_device;
+  MaxMemory per_device;  // bytes per device, in planning order
   for (const auto& [name, tensor] : nn::named_module_tensors(model, true, true)) {
     auto key = device_map.key_for(name);
     if (!key) {
@@ -50,7 +50,8 @@ std::string format_plan(const nn::Module& model, const DeviceMap& device_map, co
     Row& row = rows[*key];
     row.bytes += bytes;
     row.dtypes.insert(std::string(dtype_name(loaded_dtype(name, tensor.dtype(), options))));
-    per_device[*device_map.at(*key)] += bytes;
+    Device device = *device_map.at(*key);
+    per_device.set(device, per_device.get(device).value_or(0) + bytes);
   }
 
   std::size_t width = 6;
@@ -69,7 +70,7 @@ std::string format_plan(const nn::Module& model, const DeviceMap& device_map, co
     bytes += r.bytes;
     what += (what.empty() ? "" : ", ") + r.purpose;
   }
-  for (const auto& [device, bytes] : per_device) {
+  for (const auto& [device, bytes] : per_device.entries()) {
     out += fmt::format("{}: {} of weights", device.str(), format_bytes(bytes));
     if (auto it = reserved.find(device); it != reserved.end())
       out += fmt::format(" + {} reserved ({})", format_bytes(it->second.first), it->second.second);

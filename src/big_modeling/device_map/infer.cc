@@ -24,7 +24,8 @@ struct DeviceState {
   Device device;
   std::optional<int64_t> budget;  // nullopt: disk, unlimited (Accelerate ignores a disk budget too)
   bool main = false;              // keeps back the largest remaining layer
-  int64_t used = 0;
+  int64_t used = 0;     // placed weights, plus `kept` once the device is closed (Accelerate's accounting)
+  int64_t kept = 0;     // the reserve a main device kept free when it was closed
   int64_t buffers = 0;  // buffers of modules placed here, which stay on the execution device
 };
 
@@ -198,6 +199,7 @@ DeviceMap Planner::run() {
 
     if (dev.used == 0) minimum_needed_.emplace_back(dev.device, ties.size + reserved);
     dev.used += reserved;
+    dev.kept = reserved;
     ++current;
     queue_.push_front(std::move(item));
   }
@@ -246,13 +248,14 @@ void Planner::fail_out_of_devices(const PlanItem& item) const {
   int64_t left = sizes_[item.name];
   for (const auto& i : queue_) left += sizes_[i.name];
   std::string usage;
-  for (const auto& d : devices_)
-    usage += fmt::format("{}{} {} of {}", usage.empty() ? "" : ", ", d.device.str(), format_bytes(d.used),
-                         format_bytes(d.budget.value_or(0)));
+  for (const auto& d : devices_) {
+    usage += fmt::format("{}{}: {} placed", usage.empty() ? "" : "; ", d.device.str(), format_bytes(d.used - d.kept));
+    if (d.kept > 0) usage += fmt::format(" + {} kept free for the largest offloaded layer", format_bytes(d.kept));
+    usage += fmt::format(" of {}", format_bytes(d.budget.value_or(0)));
+  }
   throw Error(fmt::format("the model does not fit without disk offload: '{}' and what follows ({}) found no room "
-                          "(used / budget: {}; the first GPU and a cpu with a device behind it keep the largest "
-                          "layer, {}, free)",
-                          item.name, format_bytes(left), usage, format_bytes(max_layer_.size)),
+                          "({})",
+                          item.name, format_bytes(left), usage),
               "infer_auto_device_map",
               "allow disk offload, raise max_memory, lower the reservations (a shorter context), or load in a "
               "smaller dtype");
