@@ -311,13 +311,17 @@ TEST(Offload, KilledWriterLeavesThePreviousIndexIntact) {
       ASSERT_EQ(idx.size(), kChildEntries + 2u);
       const int64_t version = (*idx.at("model.layers.0.mlp.up_proj.weight").shape)[0];
       for (const auto& [name, e] : idx) {
-        if (name != "initial" && name != "weight") ASSERT_EQ((*e.shape)[0], version) << name;
+        if (name != "initial" && name != "weight") {
+          ASSERT_EQ((*e.shape)[0], version) << name;
+        }
       }
       ++complete_versions_seen;
     }
     // Every entry the index lists is complete on disk.
     for (const auto& [name, e] : idx) {
-      if (name == "initial" || name == "weight") EXPECT_NO_THROW(load_offloaded_weight(dir / (name + ".dat"), e));
+      if (name == "initial" || name == "weight") {
+        EXPECT_NO_THROW(load_offloaded_weight(dir / (name + ".dat"), e));
+      }
     }
   }
   EXPECT_GT(complete_versions_seen, 0) << "the child never finished a first index";

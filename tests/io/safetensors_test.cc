@@ -147,6 +147,26 @@ TEST(Safetensors, GetWithDTypeConvertsAndSameDTypeStaysAView) {
   EXPECT_EQ(cast.at("ids").dtype(), DType::I64) << "integer tensors keep their dtype";
 }
 
+TEST(Safetensors, ReadIntoConvertsStraightIntoAnExistingTensor) {
+  TempDir dir;
+  StateDict sd;
+  sd.insert("w", Tensor::from_vector(std::vector<float>{1.0f, -2.5f, 3.25f, 0.5f}, {2, 2}, DType::BF16));
+  save_safetensors(sd, dir / "m.safetensors");
+  const SafetensorsFile f = SafetensorsFile::open(dir / "m.safetensors");
+  Tensor dst = Tensor::zeros({2, 2}, DType::F32);
+  const void* before = dst.raw_data();
+  f.read_into("w", dst);
+  EXPECT_EQ(dst.raw_data(), before) << "written in place";
+  EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{1.0f, -2.5f, 3.25f, 0.5f}));
+  Tensor same = Tensor::zeros({2, 2}, DType::BF16);
+  f.read_into("w", same);
+  EXPECT_TRUE(same_bits(same, sd.at("w")));
+  Tensor wrong = Tensor::zeros({4}, DType::F32);
+  EXPECT_FERRY_ERROR(f.read_into("w", wrong), "destination has shape [4], the file has [2, 2]");
+  Tensor view = f.get("w");
+  EXPECT_FERRY_ERROR(f.read_into("w", view), "destination tensor is not writable");
+}
+
 TEST(Safetensors, UnknownTensorNameIsAnErrorNamingFileAndTensor) {
   TempDir dir;
   StateDict sd;

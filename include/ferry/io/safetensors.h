@@ -81,6 +81,10 @@ class SafetensorsFile {
   Tensor get(std::string_view name) const;
   /// The tensor converted to `dtype` (a view when it already has that dtype). Accelerate: safe_open().get_tensor + .to
   Tensor get(std::string_view name, DType dtype) const;
+  /// Writes the tensor `name` into `dst` (same shape; converted to dst's dtype), straight from the mapping into
+  /// dst's bytes when dst is host memory — no temporary — e.g. into an already allocated parameter or a reused
+  /// staging buffer. Throws ferry::Error for a shape mismatch, an absent name or a read-only/meta `dst`.
+  void read_into(std::string_view name, Tensor& dst) const;
   /// Every tensor, in data order; float tensors converted to `dtype` when given (integer and bool tensors keep
   /// theirs, as in Accelerate's load_checkpoint_in_model). Accelerate: safetensors.torch.load_file
   StateDict load(std::optional<DType> dtype = std::nullopt) const;

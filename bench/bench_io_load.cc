@@ -1,0 +1,302 @@
+// Checkpoint loading speed against the speed of reading the same bytes (`cat shards > /dev/null`), measured in the
+// same run: a sharded safetensors checkpoint (2 GiB by default) is written to a temporary folder under /tmp,
+// benchmarked, and deleted.
+//
+//   Read          read() every shard sequentially in 1 MiB blocks (the baseline: what `cat` does)
+//   Views         open every shard and take every tensor in its own dtype (zero-copy: should be ~free)
+//   ViewsTouch    the same, then read every byte of every view through the mapping (the real cost of using them)
+//   Cast/<to>     open every shard and convert every tensor (bf16 -> f32 for a bf16 checkpoint, f32 -> bf16 for
+//                 an f32 one) into a newly allocated tensor, dropped right away (a loader streaming into a model
+//                 of another dtype; the new memory's first-touch page faults are part of the cost)
+//   CastInto      the same conversion into one reused destination (SafetensorsFile::read_into): reading +
+//                 converting without the allocation, e.g. into preallocated parameters or a staging buffer
+// Each runs "warm" (files in the page cache) and "cold" (each shard evicted with posix_fadvise(DONTNEED) before
+// every iteration: only our files, nothing system-wide). Ratios = baseline time / time (>= 1 is at least as fast
+// as reading the bytes; the target for casts is >= 0.9).
+//
+// Run: build-*/bench/bench_io_load [--gib=2] [--shard_mib=512] [--dir=/tmp] [benchmark flags]
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ferry/core/thread_pool.h"
+#include "ferry/io/safetensors.h"
+
+namespace fs = std::filesystem;
+using namespace ferry;
+
+namespace {
+
+struct Config {
+  double gib = 2;
+  std::size_t shard_mib = 512;
+  std::string dir = "/tmp";
+} config;
+
+struct Checkpoint {
+  DType dtype = DType::BF16;
+  std::vector<fs::path> shards;
+  std::size_t bytes = 0;
+};
+
+fs::path g_root;
+std::map<std::string, Checkpoint> g_checkpoints;  // "bf16", "f32"
+std::map<std::string, double> g_best;             // benchmark name -> best seconds per iteration
+
+// Deterministic finite values in [0.5, 2) with random signs: bf16 and f32 bit patterns from xorshift.
+void fill(Tensor& t, uint64_t& s) {
+  auto next = [&s] { return s ^= s << 13, s ^= s >> 7, s ^= s << 17; };
+  if (t.dtype() == DType::BF16) {
+    auto* p = t.data_as<uint16_t>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint16_t>((next() & 0x807F) | 0x3F00);
+  } else {
+    auto* p = t.data_as<uint32_t>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint32_t>((next() & 0x807FFFFF) | 0x3F000000);
+  }
+}
+
+Checkpoint make_checkpoint(const fs::path& dir, DType dtype) {
+  fs::create_directories(dir);
+  const std::size_t total = static_cast<std::size_t>(config.gib * (1ull << 30));
+  const std::size_t shard_bytes = config.shard_mib << 20;
+  const int64_t cols = 4096, rows = static_cast<int64_t>((16u << 20) / (cols * dtype_size(dtype)));  // 16 MiB tensors
+  const std::size_t tensor_bytes = static_cast<std::size_t>(rows * cols) * dtype_size(dtype);
+  const std::size_t per_shard = std::max<std::size_t>(1, shard_bytes / tensor_bytes);
+  const std::size_t n_tensors = std::max<std::size_t>(1, total / tensor_bytes);
+  const std::size_t n_shards = (n_tensors + per_shard - 1) / per_shard;
+  Checkpoint ck{dtype, {}, 0};
+  nlohmann::json weight_map = nlohmann::json::object();
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  for (std::size_t s = 0, t = 0; s < n_shards; ++s) {
+    io::StateDict sd;
+    for (std::size_t k = 0; k < per_shard && t < n_tensors; ++k, ++t) {
+      Tensor w = Tensor::empty({rows, cols}, dtype);
+      fill(w, seed);
+      sd.insert("model.layers." + std::to_string(t) + ".weight", w);
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, n_shards);
+    io::save_safetensors(sd, dir / name);
+    for (const auto& [n, w] : sd) weight_map[n] = name;
+    ck.shards.push_back(dir / name);
+    ck.bytes += sd.total_bytes();
+    // Clean pages can be evicted for the cold runs.
+    const int fd = ::open((dir / name).c_str(), O_RDONLY);
+    ::fsync(fd);
+    ::close(fd);
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", ck.bytes}}}, {"weight_map", weight_map}};
+  FILE* f = std::fopen((dir / "model.safetensors.index.json").c_str(), "w");
+  const std::string text = index.dump(2);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  return ck;
+}
+
+void evict(const Checkpoint& ck) {
+  for (const auto& s : ck.shards) {
+    const int fd = ::open(s.c_str(), O_RDONLY);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
+uint64_t read_all(const Checkpoint& ck) {
+  static std::vector<char> buf(1 << 20);
+  uint64_t n = 0;
+  for (const auto& s : ck.shards) {
+    const int fd = ::open(s.c_str(), O_RDONLY);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    ssize_t r;
+    while ((r = ::read(fd, buf.data(), buf.size())) > 0) n += static_cast<uint64_t>(r);
+    ::close(fd);
+  }
+  return n;
+}
+
+uint64_t views(const Checkpoint& ck, bool touch) {
+  uint64_t sum = 0;
+  for (const auto& s : ck.shards) {
+    const io::StateDict sd = io::load_safetensors(s);
+    if (!touch) {
+      sum += sd.size();
+      continue;
+    }
+    for (const auto& [name, t] : sd) {
+      // Four independent sums so the loop runs at memory speed, not at one dependent add per word.
+      const auto* p = static_cast<const uint64_t*>(t.raw_data());
+      const std::size_t words = t.nbytes() / 8;
+      uint64_t a = 0, b = 0, c = 0, d = 0;
+      for (std::size_t i = 0; i + 4 <= words; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
+      sum += a + b + c + d;
+    }
+  }
+  return sum;
+}
+
+uint64_t cast_into(const Checkpoint& ck, DType to) {
+  uint64_t sum = 0;
+  Tensor dst;
+  for (const auto& s : ck.shards) {
+    const io::SafetensorsFile f = io::SafetensorsFile::open(s);
+    for (const auto& e : f.entries()) {
+      if (!dst.defined() || dst.shape() != e.shape) dst = Tensor::zeros(e.shape, to);
+      f.read_into(e.name, dst);
+      sum += *static_cast<const uint8_t*>(dst.raw_data());
+    }
+  }
+  return sum;
+}
+
+uint64_t cast(const Checkpoint& ck, DType to) {
+  uint64_t sum = 0;
+  for (const auto& s : ck.shards) {
+    const io::SafetensorsFile f = io::SafetensorsFile::open(s);
+    for (const auto& e : f.entries()) {
+      const Tensor t = f.get(e.name, to);  // converted copy; dropped right away, as a streaming loader would
+      sum += *static_cast<const uint8_t*>(t.raw_data());
+    }
+  }
+  return sum;
+}
+
+enum class Kind { Read, Views, ViewsTouch, Cast, CastInto };
+
+// One checkpoint on disk at a time (disk space is limited): written when its first benchmark runs.
+const Checkpoint& checkpoint(const std::string& name) {
+  static std::string current;
+  if (current != name) {
+    if (!current.empty()) fs::remove_all(g_root / current);
+    const auto t0 = std::chrono::steady_clock::now();
+    g_checkpoints[name] = make_checkpoint(g_root / name, name == "bf16" ? DType::BF16 : DType::F32);
+    std::fprintf(stderr, "wrote %s checkpoint: %zu shards, %.2f GB in %.1f s\n", name.c_str(),
+                 g_checkpoints[name].shards.size(), g_checkpoints[name].bytes / 1e9,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    current = name;
+  }
+  return g_checkpoints.at(name);
+}
+
+void run(benchmark::State& state, const std::string& name, const std::string& ck_name, Kind kind, bool cold) {
+  const Checkpoint& ck = checkpoint(ck_name);
+  const DType to = ck.dtype == DType::BF16 ? DType::F32 : DType::BF16;
+  double best = 1e30;
+  for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      evict(ck);
+      state.ResumeTiming();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t r = 0;
+    switch (kind) {
+      case Kind::Read: r = read_all(ck); break;
+      case Kind::Views: r = views(ck, false); break;
+      case Kind::ViewsTouch: r = views(ck, true); break;
+      case Kind::Cast: r = cast(ck, to); break;
+      case Kind::CastInto: r = cast_into(ck, to); break;
+    }
+    benchmark::DoNotOptimize(r);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * ck.bytes));
+  g_best[name] = best;
+}
+
+std::string bench_name(const std::string& ck, const char* what, bool cold) {
+  return std::string(cold ? "cold/" : "warm/") + ck + "/" + what;
+}
+
+void register_all() {
+  for (const auto& ck : {std::string("bf16"), std::string("f32")}) {
+    const std::string cast_name = ck == "bf16" ? "Cast_to_f32" : "Cast_to_bf16";
+    for (bool cold : {false, true}) {
+      const std::pair<const char*, Kind> kinds[] = {{"Read", Kind::Read},
+                                                    {"Views", Kind::Views},
+                                                    {"ViewsTouch", Kind::ViewsTouch},
+                                                    {nullptr, Kind::Cast},
+                                                    {"CastInto", Kind::CastInto}};
+      for (const auto& [what, kind] : kinds) {
+        const std::string name = bench_name(ck, what ? what : cast_name.c_str(), cold);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [name, ck, kind = kind, cold](benchmark::State& s) { run(s, name, ck, kind, cold); })
+            ->Iterations(3)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+}
+
+void report() {
+  std::printf("\n## bench_io_load: %.1f GiB sharded safetensors (%zu MiB shards), %d threads, best of 3\n\n",
+              config.gib, config.shard_mib, num_threads());
+  std::printf("| checkpoint | cache | Read (cat) | Views | ViewsTouch | Cast | CastInto | Views | Touch | Cast | "
+              "CastInto |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const auto& [ck_name, ck] : g_checkpoints) {
+    const std::string cast_name = ck_name == "bf16" ? "Cast_to_f32" : "Cast_to_bf16";
+    for (bool cold : {false, true}) {
+      auto get = [&](const std::string& what) {
+        auto it = g_best.find(bench_name(ck_name, what.c_str(), cold));
+        return it == g_best.end() ? 0.0 : it->second;
+      };
+      const double read = get("Read"), v = get("Views"), touch = get("ViewsTouch"), c = get(cast_name),
+                   into = get("CastInto");
+      if (read <= 0) continue;
+      const double gb = static_cast<double>(ck.bytes) / 1e9;
+      auto cell = [&](double s) { return s > 0 ? std::to_string(s * 1e3).substr(0, 7) + " ms" : std::string("-"); };
+      auto ratio = [&](double s) { return s > 0 ? read / s : 0.0; };
+      std::printf("| %s %.2f GB | %s | %s (%.2f GB/s) | %s | %s | %s | %s | %.0fx | %.2fx | %.2fx | %.2fx |\n",
+                  ck_name.c_str(), gb, cold ? "cold" : "warm", cell(read).c_str(), gb / read, cell(v).c_str(),
+                  cell(touch).c_str(), cell(c).c_str(), cell(into).c_str(), ratio(v), ratio(touch), ratio(c),
+                  ratio(into));
+    }
+  }
+  std::printf("\nCast is %s; ratios are Read time / time (>= 1: at least as fast as read() of the same bytes).\n",
+              "bf16 -> f32 for the bf16 checkpoint, f32 -> bf16 for the f32 one");
+}
+
+struct RemoveRoot {
+  ~RemoveRoot() {
+    std::error_code ec;
+    if (!g_root.empty()) fs::remove_all(g_root, ec);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--gib=", 0) == 0) config.gib = std::stod(a.substr(6));
+    else if (a.rfind("--shard_mib=", 0) == 0) config.shard_mib = std::stoul(a.substr(12));
+    else if (a.rfind("--dir=", 0) == 0) config.dir = a.substr(6);
+    else rest.push_back(argv[i]);
+  }
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  std::string tmpl = config.dir + "/ferry_bench_io_XXXXXX";
+  if (!::mkdtemp(tmpl.data())) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  g_root = tmpl;
+  RemoveRoot cleanup;
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  report();
+  benchmark::Shutdown();
+  return 0;
+}
