@@ -139,7 +139,9 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
         }
       } else if (device.is_disk()) {
         nn::set_module_tensor_to_device(model, name, Device::cpu(), value, new_dtype);  // a disk module's buffer
-      } else if (device.is_cpu() && o.offload_state_dict) {
+      } else if (device.is_cpu() && o.offload_state_dict && !(safetensors && value.dtype() == target)) {
+        // Staged through a temporary folder to bound peak RAM. A same-dtype safetensors weight needs no staging:
+        // it is a view of the mapped file, not an allocation.
         nn::set_module_tensor_to_device(model, name, Device::meta(), {}, target);
         io::offload_weight(value.to(target), name, state_dict_folder.path, state_dict_index);
       } else {

@@ -1,6 +1,6 @@
 // The auto-model factory: config.json -> architecture -> skeleton (under init_empty_weights) -> weights, either
-// resident on the cpu (resident_loading.h) or planned, loaded and dispatched by big_modeling's
-// load_checkpoint_and_dispatch.
+// resident on the cpu (resident_loading.h) or planned, loaded and dispatched by big_modeling (the steps of its
+// load_checkpoint_and_dispatch, with a missing-weight check between loading and dispatching).
 #include "ferry/models/auto_model.h"
 
 #include <algorithm>
@@ -96,6 +96,7 @@ void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, con
   if (!options.offload_folder.empty()) load.offload_folder = options.offload_folder;
   load.dtype = dtype;
   load.offload_state_dict = options.offload_state_dict.value_or(has_disk);
+  load.on_progress = options.on_progress;
   const LoadCheckpointResult loaded = load_checkpoint_in_model(model, folder, load);
   const std::vector<std::string> missing = truly_missing(model, loaded.missing_keys);
   if (!missing.empty()) {
@@ -176,7 +177,7 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
     model = from_config(config, dtype);
   }
   if (is_resident_cpu_map(options.device_map)) {
-    detail::load_resident_weights(*model, files);
+    detail::load_resident_weights(*model, files, options.on_progress);
     return model;
   }
   load_and_dispatch(*model, folder, options, dtype);

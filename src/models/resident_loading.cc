@@ -33,15 +33,26 @@ std::string list_names(const std::vector<std::string>& names, std::size_t shown 
 
 }  // namespace
 
-void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files) {
+void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files, const LoadProgressCallback& on_progress) {
   const std::string prefix = model.info().base_model_prefix + ".";
   std::unordered_set<std::string> expected;  // parameters and persistent buffers, tied ones under every name
   for (const auto& [name, tensor] : model.state_dict()) expected.insert(name);
 
   std::vector<std::string> unexpected;
+  LoadProgress progress;
+  progress.shard_count = files.shards.size();
+  if (on_progress)
+    for (const auto& shard : files.shards) progress.bytes_total += std::filesystem::file_size(shard);
   for (const auto& shard : files.shards) {
     const io::StateDict tensors = io::load_state_dict(shard);
+    ++progress.shard_index;
+    progress.shard_name = shard.filename().string();
+    progress.tensors_in_shard = tensors.size();
+    progress.tensors_done = 0;
     for (const auto& [key, value] : tensors) {
+      progress.bytes_done += value.nbytes();
+      ++progress.tensors_done;
+      if (on_progress) on_progress(progress);
       std::string name = key;
       // A checkpoint of the bare base model (GPT2Model) names "h.0..." what the LM head model calls "transformer.h.0...".
       if (!expected.count(name) && expected.count(prefix + key)) name = prefix + key;

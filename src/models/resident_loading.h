@@ -1,9 +1,11 @@
 // Loading a checkpoint's tensors into a model skeleton that stays resident on the cpu (internal to ferry_models).
 //
-// This is the device_map=None / "cpu" path of from_pretrained. Plans with other devices go through big_modeling's
-// load_checkpoint_and_dispatch instead.
+// This is the device_map=None / "cpu" path of from_pretrained; plans with other devices go through big_modeling's
+// load_checkpoint_in_model + dispatch_model instead (auto_model.cc). Kept separate because it also accepts
+// checkpoints of the bare base model and skips stale buffers silently, and refuses missing weights outright.
 #pragma once
 
+#include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/models/causal_lm.h"
 
@@ -14,6 +16,7 @@ namespace ferry::models::detail {
 /// views of the mapped file. Checkpoint keys without the base_model_prefix ("h.0.attn.c_attn.weight" for a
 /// GPT2LMHeadModel) are matched with it. Throws ferry::Error naming tensor and shard for a shape mismatch, and
 /// listing every tensor still missing at the end; warns once about unexpected tensors.
-void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files);
+void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files,
+                           const LoadProgressCallback& on_progress = {});
 
 }  // namespace ferry::models::detail

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/device_map.h"  // DeviceMap
+#include "ferry/big_modeling/load_checkpoint.h"  // LoadProgressCallback
 #include "ferry/big_modeling/max_memory.h"  // MaxMemory
 #include "ferry/core/dtype.h"
 #include "ferry/models/causal_lm.h"
@@ -25,8 +26,10 @@ namespace ferry::models {
 /// from_pretrained's keywords, with transformers' / Accelerate's names and defaults.
 struct FromPretrainedOptions {
   /// Where each module runs. Unset, "cpu", or a map sending everything to cpu: loaded resident on the cpu.
-  /// A mode ("auto", "balanced", "balanced_low_0", "sequential") or any other DeviceMap: planned and dispatched
-  /// through big_modeling's load_checkpoint_and_dispatch.
+  /// A mode ("auto", "balanced", "balanced_low_0", "sequential") or any other DeviceMap: planned
+  /// (plan_device_map), loaded into the plan (load_checkpoint_in_model) and dispatched (dispatch_model), as
+  /// Accelerate's load_checkpoint_and_dispatch does. Hand-written maps should not nest one entry inside another
+  /// or split tied parameters between devices (dispatch does not support either yet).
   std::variant<std::monostate, std::string, DeviceMap> device_map;
   /// Budget per device for the modes; nullopt = what the devices have free.
   std::optional<MaxMemory> max_memory;
@@ -40,6 +43,8 @@ struct FromPretrainedOptions {
   std::optional<bool> offload_state_dict;
   /// Modules a plan never splits across devices; empty = the architecture's block class (LlamaDecoderLayer, ...).
   std::vector<std::string> no_split_module_classes;
+  /// Called after each tensor is loaded (for progress bars); empty = none.
+  LoadProgressCallback on_progress;
 };
 
 class AutoModelForCausalLM {

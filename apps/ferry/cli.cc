@@ -1,0 +1,216 @@
+// Shared pieces of the `ferry` subcommands (see cli.h).
+#include "cli.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <map>
+
+#include "ferry/big_modeling/module_sizes.h"
+#include "ferry/core/error.h"
+#include "ferry/core/thread_pool.h"
+#include "ferry/models/config.h"
+
+namespace ferry::cli {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+}  // namespace
+
+void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
+  auto* m = cmd.add_option("-m,--model", model, "Hugging Face model folder (config.json + weights)");
+  if (positional_model) cmd.add_option("folder", model, "the model folder (same as -m)")->excludes(m);
+  cmd.add_option("--device-map", device_map,
+                 "auto | balanced | balanced_low_0 | sequential | cpu | a device-map JSON file");
+  cmd.add_option("--max-memory", max_memory, "budget per device, e.g. 0=20GiB,cpu=64GiB (GiB = 2^30, GB = 10^9)");
+  cmd.add_option("--offload-folder", offload_folder, "folder for weights offloaded to disk");
+  cmd.add_option("--dtype", dtype, "weights dtype: f32, f16, bf16 (default: config.json's)");
+  cmd.add_option("--no-split", no_split, "module classes never split across devices (default: the block class)")
+      ->delimiter(',');
+  cmd.add_option("--context", context, "tokens of KV cache to reserve in the plan (0: none, Accelerate's plan)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+}
+
+void ModelFlags::apply() const {
+  if (threads > 0) set_num_threads(threads);
+  if (model.empty()) throw Error("no model folder given", "", "pass -m FOLDER (a Hugging Face model folder)");
+  if (!std::filesystem::exists(model))
+    throw Error("model folder not found", model, "check the path; it must hold config.json and the weights");
+  if (!std::filesystem::is_directory(model) || !std::filesystem::exists(std::filesystem::path(model) / "config.json"))
+    throw Error("not a model folder: no config.json", model,
+                "point -m at a Hugging Face folder with config.json and *.safetensors or pytorch_model.bin");
+}
+
+std::optional<DType> ModelFlags::dtype_value() const {
+  if (dtype.empty()) return std::nullopt;
+  return parse_dtype(dtype);
+}
+
+std::optional<MaxMemory> ModelFlags::max_memory_value() const {
+  if (max_memory.empty()) return std::nullopt;
+  return parse_max_memory_flag(max_memory);
+}
+
+std::variant<std::monostate, std::string, DeviceMap> ModelFlags::device_map_value() const {
+  if (device_map.empty()) return std::monostate{};
+  if (device_map == "auto" || device_map == "balanced" || device_map == "balanced_low_0" ||
+      device_map == "sequential" || device_map == "cpu")
+    return device_map;
+  if (std::filesystem::exists(device_map)) return DeviceMap::read_json_file(device_map);
+  throw Error("--device-map '" + device_map + "' is neither a mode nor an existing JSON file", "--device-map",
+              "use auto, balanced, balanced_low_0, sequential, cpu or a path to a device-map JSON");
+}
+
+models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
+  models::FromPretrainedOptions o;
+  o.device_map = device_map_value();
+  o.max_memory = max_memory_value();
+  o.dtype = dtype_value();
+  if (!offload_folder.empty()) o.offload_folder = offload_folder;
+  o.no_split_module_classes = no_split;
+  return o;
+}
+
+MaxMemory parse_max_memory_flag(const std::string& text) {
+  try {
+    return MaxMemory::from_flag(text);
+  } catch (const Error& e) {
+    throw e.with_context("--max-memory");
+  }
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    std::string item = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    std::size_t used = 0;
+    try {
+      out.push_back(std::stoll(item, &used));
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw Error("'" + item + "' is not an integer", flag, "write a comma-separated list such as 1,2,3");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool stdout_is_tty() { return ::isatty(STDOUT_FILENO) == 1; }
+bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
+
+void print_table(std::FILE* out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], r[i].size());
+    }
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    std::string line;
+    for (std::size_t i = 0; i < rows[k].size(); ++i) {
+      line += rows[k][i];
+      if (i + 1 < rows[k].size()) line += std::string(width[i] - rows[k][i].size() + 2, ' ');
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+    if (k == 0) {
+      std::size_t total = 0;
+      for (auto w : width) total += w + 2;
+      std::fprintf(out, "%s\n", std::string(total > 2 ? total - 2 : total, '-').c_str());
+    }
+  }
+}
+
+ProgressBar::ProgressBar(std::string label) : label_(std::move(label)), tty_(stderr_is_tty()), start_(now_seconds()) {}
+
+void ProgressBar::update(const LoadProgress& p) {
+  const double t = now_seconds();
+  if (!tty_) {
+    if (p.shard_index != last_shard_) {
+      std::fprintf(stderr, "%s: shard %zu/%zu %s\n", label_.c_str(), p.shard_index, p.shard_count, p.shard_name.c_str());
+      last_shard_ = p.shard_index;
+    }
+    return;
+  }
+  if (t - last_draw_ < 0.1 && p.bytes_done < p.bytes_total) return;
+  last_draw_ = t;
+  const double frac = p.bytes_total ? std::min(1.0, double(p.bytes_done) / double(p.bytes_total)) : 1.0;
+  const int width = 30, filled = static_cast<int>(frac * width);
+  const double elapsed = t - start_;
+  const double eta = frac > 0.01 ? elapsed * (1 - frac) / frac : 0;
+  std::fprintf(stderr, "\r%s [%s%s] %3d%% %s/%s  shard %zu/%zu  tensors %zu/%zu  ETA %.0fs   ", label_.c_str(),
+               std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), int(frac * 100),
+               format_bytes(p.bytes_done).c_str(), format_bytes(p.bytes_total).c_str(), p.shard_index, p.shard_count,
+               p.tensors_done, p.tensors_in_shard, eta);
+  std::fflush(stderr);
+}
+
+void ProgressBar::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (tty_) std::fprintf(stderr, "\n");
+  std::fprintf(stderr, "%s: done in %.2f s\n", label_.c_str(), now_seconds() - start_);
+}
+
+int64_t kv_cache_bytes(const models::CausalLMInfo& info, int64_t tokens) {
+  // Keys and values of every layer in f32, plus the activations of one prefill chunk (hidden states, the MLP's
+  // intermediate, the logits row) — a planning margin, not an exact count.
+  const int64_t kv = info.kv_cache_bytes_per_token(DType::F32) * info.num_hidden_layers * tokens;
+  const int64_t act = tokens > 0 ? (tokens * info.hidden_size * 4 * 8 + info.vocab_size * 4 * 2) : 0;
+  return kv + act;
+}
+
+PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flags, DType dtype) {
+  PlannedModel out;
+  PlanOptions& o = out.options;
+  o.max_memory = flags.max_memory_value();
+  o.no_split_module_classes = flags.no_split;
+  if (o.no_split_module_classes.empty()) o.no_split_module_classes = {skeleton.info().block_class};
+  o.dtype = dtype;
+  auto dm = flags.device_map_value();
+  if (auto* map = std::get_if<DeviceMap>(&dm)) {
+    out.device_map = *map;
+    return out;
+  }
+  std::string mode = std::holds_alternative<std::string>(dm) ? std::get<std::string>(dm) : "auto";
+  if (mode == "cpu") {
+    out.device_map = DeviceMap{{"", Device::cpu()}};
+    return out;
+  }
+  if (flags.context > 0) {
+    MaxMemory budget = get_max_memory(o.max_memory);
+    Device main = Device::cpu();
+    for (const auto& e : budget.entries())
+      if (e.device.is_accelerator() && e.bytes > 0) {
+        main = e.device;
+        break;
+      }
+    o.reservations.push_back({main, kv_cache_bytes(skeleton.info(), flags.context),
+                              "KV cache for " + std::to_string(flags.context) + " tokens"});
+  }
+  out.device_map = plan_device_map(skeleton, parse_device_map_mode(mode), o);
+  return out;
+}
+
+void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedModel& plan) {
+  std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,96 @@
+// Shared pieces of the `ferry` subcommands: the model flags every command takes (Hugging Face names and
+// llama.cpp short forms), budget/device-map parsing, tables, the load progress bar, and exit codes.
+//
+// Exit codes: 0 success; 1 a ferry::Error (bad file, impossible budget, ...: the message says what to do);
+// 2 bad command line; 3 an unexpected internal error (a bug: please report it).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/big_modeling/auto_device_map.h"
+#include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/load_checkpoint.h"
+#include "ferry/big_modeling/max_memory.h"
+#include "ferry/models/auto_model.h"
+
+namespace ferry::cli {
+
+inline constexpr int kExitOk = 0, kExitError = 1, kExitUsage = 2, kExitInternal = 3;
+
+/// Flags that say which model and where it runs.
+struct ModelFlags {
+  std::string model;              // -m / --model: a Hugging Face folder
+  std::string device_map;         // auto | balanced | balanced_low_0 | sequential | cpu | FILE.json
+  std::string max_memory;         // "0=20GiB,cpu=64GiB"
+  std::string offload_folder;
+  std::string dtype;              // f32 | f16 | bf16 ...
+  std::vector<std::string> no_split;
+  int64_t context = 0;            // tokens of KV cache to reserve in the plan
+  int threads = 0;                // -t; 0 = all cores
+
+  /// Registers the flags on `cmd`; `positional_model` also accepts the folder as the first positional argument.
+  void add_to(CLI::App& cmd, bool positional_model = false);
+  /// Applies -t; checks the folder exists.
+  void apply() const;
+  std::optional<DType> dtype_value() const;
+  std::optional<MaxMemory> max_memory_value() const;
+  /// The device map as from_pretrained takes it (unset when --device-map was not given).
+  std::variant<std::monostate, std::string, DeviceMap> device_map_value() const;
+  models::FromPretrainedOptions from_pretrained_options() const;
+};
+
+/// "0=20GiB,cpu=64GiB,disk=1TB" -> MaxMemory. Throws ferry::Error naming the bad entry.
+MaxMemory parse_max_memory_flag(const std::string& text);
+
+/// A comma-separated list of integers ("1,2,3"). Throws ferry::Error naming the bad item.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
+
+/// True when stdout is a terminal (progress bars and colours only then).
+bool stdout_is_tty();
+bool stderr_is_tty();
+
+/// Prints rows as an aligned text table (first row = header).
+void print_table(std::FILE* out, const std::vector<std::vector<std::string>>& rows);
+
+/// A load progress bar on stderr: redrawn in place on a terminal; on a pipe, one plain line per shard (no
+/// control characters).
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string label);
+  void update(const LoadProgress& p);
+  void finish();
+
+ private:
+  std::string label_;
+  bool tty_;
+  std::size_t last_shard_ = 0;
+  double start_;
+  double last_draw_ = -1;
+  bool finished_ = false;
+};
+
+/// Plan for `skeleton` as the flags ask: the mode or map, budgets, the KV-cache reservation for --context.
+struct PlannedModel {
+  DeviceMap device_map;
+  PlanOptions options;  // what it was planned with (budgets, reservations), for format_plan
+};
+PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flags, DType dtype);
+
+/// The plan as a table (module, device, bytes, dtype) and totals per device including reservations.
+void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedModel& plan);
+
+/// The architecture of `folder`'s config.json built empty (meta, no bytes) with weights of `dtype`.
+std::shared_ptr<models::CausalLM> build_skeleton(const std::string& folder, DType dtype);
+/// --dtype, else config.json's dtype, else f32.
+DType flags_dtype(const ModelFlags& flags);
+
+/// The KV cache and activation bytes a context of `tokens` needs for this model in f32.
+int64_t kv_cache_bytes(const models::CausalLMInfo& info, int64_t tokens);
+
+}  // namespace ferry::cli

@@ -1,0 +1,111 @@
+// ferry bench -m FOLDER — llama-bench-like throughput table: prompt processing (pp) and text generation (tg).
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "ferry/models/kv_cache.h"
+#include "run_model.h"
+
+namespace ferry::cli {
+namespace {
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Tensor random_ids(int64_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int64_t> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab));
+  return Tensor::from_vector(v, {n});
+}
+
+struct Stat {
+  double mean = 0, sd = 0;
+};
+Stat stat(const std::vector<double>& xs) {
+  Stat s;
+  for (double x : xs) s.mean += x;
+  s.mean /= static_cast<double>(xs.size());
+  for (double x : xs) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = xs.size() > 1 ? std::sqrt(s.sd / static_cast<double>(xs.size() - 1)) : 0;
+  return s;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  struct Opts {
+    ModelFlags flags;
+    int64_t pp = 512, tg = 128, reps = 5;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("bench", "throughput: prompt processing (pp) and generation (tg), mean ± sd over -r runs");
+  o->flags.add_to(*cmd);
+  cmd->add_option("-p,--n-prompt", o->pp, "prompt tokens for the pp test (default 512; 0 skips)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-gen", o->tg, "tokens for the tg test (default 128; 0 skips)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-r,--repetitions", o->reps, "runs per test (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "print the results as JSON");
+  cmd->callback([o] {
+    LoadedModel lm = load_for_run(o->flags, o->json ? nullptr : stderr);
+    auto& model = *lm.model;
+    const int64_t vocab = model.info().vocab_size;
+    int64_t params = 0, bytes = 0;
+    for (const auto& e : lm.usage.entries()) bytes += e.bytes;
+    for (auto& [name, t] : model.named_parameters()) params += t.numel();
+    std::string map_desc;
+    for (const auto& e : lm.usage.entries())
+      map_desc += (map_desc.empty() ? "" : "+") + e.device.str() + ":" + format_bytes(e.bytes);
+
+    struct Row {
+      std::string test;
+      Stat tps;
+    };
+    std::vector<Row> rows;
+    if (o->pp > 0) {
+      std::vector<double> tps;
+      for (int64_t r = 0; r < o->reps; ++r) {
+        auto cache = model.make_cache();
+        Tensor ids = random_ids(o->pp, vocab, static_cast<uint32_t>(r));
+        auto t0 = std::chrono::steady_clock::now();
+        model.logits(ids, cache, 1);
+        tps.push_back(static_cast<double>(o->pp) / seconds(t0));
+      }
+      rows.push_back({"pp" + std::to_string(o->pp), stat(tps)});
+    }
+    if (o->tg > 0) {
+      std::vector<double> tps;
+      for (int64_t r = 0; r < o->reps; ++r) {
+        auto cache = model.make_cache();
+        Tensor ids = random_ids(o->tg, vocab, static_cast<uint32_t>(100 + r));
+        auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < o->tg; ++i) model.logits(ids.slice(i, i + 1), cache, 1);
+        tps.push_back(static_cast<double>(o->tg) / seconds(t0));
+      }
+      rows.push_back({"tg" + std::to_string(o->tg), stat(tps)});
+    }
+    if (o->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& r : rows)
+        j.push_back({{"model", model.info().architecture}, {"size_bytes", bytes}, {"params", params},
+                     {"device_map", map_desc}, {"test", r.test}, {"t_s_mean", r.tps.mean}, {"t_s_sd", r.tps.sd},
+                     {"repetitions", o->reps}, {"dtype", std::string(dtype_name(lm.dtype))}});
+      std::printf("%s\n", j.dump(2).c_str());
+      return;
+    }
+    std::vector<std::vector<std::string>> table{{"model", "size", "params", "device map", "test", "t/s"}};
+    for (const auto& r : rows)
+      table.push_back({model.info().architecture + " " + std::string(dtype_name(lm.dtype)), format_bytes(bytes),
+                       fmt::format("{:.2f} B", params / 1e9), map_desc, r.test,
+                       fmt::format("{:.2f} ± {:.2f}", r.tps.mean, r.tps.sd)});
+    print_table(stdout, table);
+  });
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,155 @@
+// ferry generate -m FOLDER -p PROMPT — load (plan table, progress bar), stream tokens, report timings.
+#include <iostream>
+#include <memory>
+
+#include "cli.h"
+#include "commands.h"
+#include "ferry/core/error.h"
+#include "ferry/text/generate.h"
+#include "run_model.h"
+
+namespace ferry::cli {
+namespace {
+
+struct GenerateFlags {
+  ModelFlags model;
+  std::string prompt, prompt_ids;
+  int64_t n_tokens = 128;
+  float temp = 0.0f;  // 0 = greedy
+  int64_t top_k = 50;
+  float top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+  uint64_t seed = 0;
+  bool json = false, interactive = false, no_special = false;
+  int64_t logits = 0;
+  std::vector<std::string> stop;
+};
+
+text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel& lm) {
+  text::GenerateOptions o;
+  o.sampling.do_sample = f.temp > 0;
+  if (f.temp > 0) o.sampling.temperature = f.temp;
+  o.sampling.top_k = static_cast<std::size_t>(f.top_k);
+  o.sampling.top_p = f.top_p;
+  o.sampling.min_p = f.min_p;
+  o.sampling.repetition_penalty = f.repeat_penalty;
+  o.sampling.seed = f.seed;
+  o.stop.max_new_tokens = static_cast<std::size_t>(f.n_tokens);
+  o.stop.eos_token_ids = lm.eos_token_ids;
+  o.stop.stop_strings = f.stop;
+  o.add_special_tokens = !f.no_special;
+  o.record_logits = static_cast<std::size_t>(f.logits);
+  return o;
+}
+
+void print_stats(const LoadedModel& lm, const text::GenerateResult& r) {
+  const auto& t = r.timings;
+  std::fprintf(stderr, "\n\nload %.2f s | prefill %zu tokens, %.2f tok/s | decode %zu tokens, %.2f tok/s | stop: %s\n",
+               lm.load_seconds, t.prompt_tokens, t.prefill_tokens_per_second(), t.generated_tokens,
+               t.decode_tokens_per_second(), text::to_string(r.stop_reason));
+  const std::size_t forwards = t.generated_tokens > 0 ? t.generated_tokens : 1;
+  for (const auto& e : lm.usage.entries()) {
+    const bool offloaded = e.device.is_disk() || (e.device.is_cpu() && lm.streamed_bytes_per_forward > 0 &&
+                                                  lm.plan.device_map.devices().size() > 1 &&
+                                                  std::any_of(lm.plan.device_map.begin(), lm.plan.device_map.end(),
+                                                              [](const auto& x) { return x.second.is_accelerator(); }));
+    std::fprintf(stderr, "  %-8s %s %s\n", e.device.str().c_str(), offloaded ? "offloaded" : "resident ",
+                 format_bytes(e.bytes).c_str());
+  }
+  if (lm.streamed_bytes_per_forward > 0)
+    std::fprintf(stderr, "  streamed %s per forward, %s in all (%zu forwards)\n",
+                 format_bytes(lm.streamed_bytes_per_forward).c_str(),
+                 format_bytes(lm.streamed_bytes_per_forward * static_cast<int64_t>(forwards)).c_str(), forwards);
+}
+
+nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r) {
+  nlohmann::json j;
+  j["prompt_ids"] = r.prompt_ids;
+  j["generated_ids"] = r.generated_ids;
+  j["text"] = r.text;
+  j["stop_reason"] = text::to_string(r.stop_reason);
+  j["timings"] = {{"load_s", lm.load_seconds},
+                  {"prefill_s", r.timings.prefill_seconds},
+                  {"decode_s", r.timings.decode_seconds},
+                  {"prefill_tokens_per_s", r.timings.prefill_tokens_per_second()},
+                  {"decode_tokens_per_s", r.timings.decode_tokens_per_second()}};
+  j["device_map"] = nlohmann::json::parse(lm.plan.device_map.to_json());
+  if (!r.step_logits.empty()) j["logits"] = r.step_logits;
+  return j;
+}
+
+void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
+              const std::string& prompt) {
+  text::GenerateOptions o = generate_options(f, lm);
+  auto stream = [&](std::string_view piece, text::TokenId) {
+    if (!f.json) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  text::GenerateResult r;
+  if (!f.prompt_ids.empty()) {
+    std::vector<text::TokenId> ids;
+    for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
+    r = text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
+  } else {
+    if (!tok) throw Error("no tokenizer.json in the model folder", f.model.model, "pass token ids with --prompt-ids");
+    if (!f.json) std::printf("%s", prompt.c_str());
+    r = text::generate(*lm.model, *tok, prompt, o, stream);
+  }
+  if (f.json) {
+    std::printf("%s\n", result_json(lm, r).dump().c_str());
+  } else {
+    print_stats(lm, r);
+  }
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto f = std::make_shared<GenerateFlags>();
+  auto* cmd = app.add_subcommand("generate", "generate text from a Hugging Face model folder on any device map");
+  f->model.add_to(*cmd);
+  cmd->add_option("-p,--prompt", f->prompt, "the prompt text");
+  cmd->add_option("--prompt-ids", f->prompt_ids, "the prompt as token ids: 1,2,3 (instead of -p)");
+  cmd->add_option("-n,--n-predict,--max-new-tokens", f->n_tokens, "tokens to generate (default 128)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temp,--temperature", f->temp, "sampling temperature; 0 = greedy (default)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", f->top_k, "keep the k most likely tokens (default 50; 0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", f->top_p, "nucleus sampling mass (default 1 = off)")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", f->min_p, "drop tokens below min-p × the top probability (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repeat-penalty,--repetition-penalty", f->repeat_penalty, "repetition penalty (default 1 = off)");
+  cmd->add_option("-s,--seed", f->seed, "random seed for sampling (default 0)");
+  cmd->add_option("--stop", f->stop, "stop when the text contains this string (repeatable)");
+  cmd->add_flag("--json", f->json, "print prompt ids, generated ids, text and timings as one JSON object");
+  cmd->add_option("--logits", f->logits, "with --json: add the last-position logits of the first N steps")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("-i,--interactive", f->interactive, "read prompts from stdin, one per line");
+  cmd->add_flag("--no-special", f->no_special, "do not add BOS to the prompt");
+  cmd->callback([f] {
+    if (f->prompt.empty() && f->prompt_ids.empty() && !f->interactive)
+      throw Error("no prompt given", "generate", "pass -p TEXT, --prompt-ids 1,2,3 or -i");
+    std::optional<text::Tokenizer> tok;
+    f->model.apply();
+    if (std::filesystem::exists(std::filesystem::path(f->model.model) / "tokenizer.json"))
+      tok = load_tokenizer(f->model.model);
+    LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
+    if (!f->interactive) {
+      run_once(*f, lm, tok, f->prompt);
+      return;
+    }
+    std::string line;
+    while (true) {
+      if (stdout_is_tty()) std::fprintf(stderr, "\n> ");
+      if (!std::getline(std::cin, line)) break;
+      if (line.empty()) continue;
+      run_once(*f, lm, tok, line);
+      std::printf("\n");
+    }
+  });
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,80 @@
+// load_for_run (see run_model.h).
+#include "run_model.h"
+
+#include <chrono>
+#include <fstream>
+
+#include "ferry/big_modeling/module_sizes.h"
+#include "ferry/core/error.h"
+#include "ferry/models/config.h"
+
+namespace ferry::cli {
+namespace {
+
+void add_ids(const nlohmann::json& v, std::vector<text::TokenId>& out) {
+  if (v.is_number_integer()) out.push_back(v.get<text::TokenId>());
+  if (v.is_array())
+    for (const auto& x : v)
+      if (x.is_number_integer()) out.push_back(x.get<text::TokenId>());
+}
+
+std::vector<text::TokenId> eos_ids(const std::string& folder) {
+  std::vector<text::TokenId> out;
+  auto gen = std::filesystem::path(folder) / "generation_config.json";
+  if (std::filesystem::exists(gen)) {
+    try {
+      std::ifstream in(gen);
+      auto j = nlohmann::json::parse(in);
+      if (j.contains("eos_token_id")) add_ids(j["eos_token_id"], out);
+    } catch (const std::exception&) {
+      // generation_config.json is advisory; config.json below still names the EOS ids.
+    }
+  }
+  if (out.empty()) {
+    auto config = models::ConfigJson::read(folder);
+    if (config.json().contains("eos_token_id")) add_ids(config.json()["eos_token_id"], out);
+  }
+  return out;
+}
+
+}  // namespace
+
+LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
+  flags.apply();
+  LoadedModel out;
+  out.dtype = flags_dtype(flags);
+  auto skeleton = build_skeleton(flags.model, out.dtype);
+  out.plan = plan_model(*skeleton, flags, out.dtype);
+  out.usage = device_map_usage(*skeleton, out.plan.device_map, out.dtype);
+  const ModuleSizes sizes = compute_module_sizes(*skeleton, out.dtype);
+  Device main = Device::cpu();
+  for (const auto& [name, d] : out.plan.device_map)
+    if (d.is_accelerator()) {
+      main = d;
+      break;
+    }
+  for (const auto& [name, d] : out.plan.device_map)
+    if (d.is_disk() || (d.is_cpu() && !main.is_cpu())) out.streamed_bytes_per_forward += sizes[name];
+  if (log) {
+    std::fprintf(log, "%s, %s weights, plan:\n\n", skeleton->info().architecture.c_str(),
+                 std::string(dtype_name(out.dtype)).c_str());
+    print_plan(log, *skeleton, out.plan);
+    std::fprintf(log, "\n");
+    std::fflush(log);
+  }
+  skeleton.reset();
+
+  models::FromPretrainedOptions o = flags.from_pretrained_options();
+  o.device_map = out.plan.device_map;
+  o.dtype = out.dtype;
+  ProgressBar bar("loading");
+  o.on_progress = [&bar](const LoadProgress& p) { bar.update(p); };
+  auto t0 = std::chrono::steady_clock::now();
+  out.model = models::AutoModelForCausalLM::from_pretrained(flags.model, o);
+  out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  bar.finish();
+  out.eos_token_ids = eos_ids(flags.model);
+  return out;
+}
+
+}  // namespace ferry::cli
