@@ -129,6 +129,7 @@ void AddedVocabulary::build(const std::optional<JsonView>& list, const Bpe& mode
     }
     std::string pattern = t.content;
     if (normalizer) normalizer->normalize(pattern);
+    if (pattern != t.content && by_id_.at(id).normalized) normalized_form_[id] = pattern;
     normalized_matcher_.add(pattern, id);
   };
   for (const auto& t : special_order) add_pattern(t);
@@ -147,6 +148,12 @@ std::optional<std::int32_t> AddedVocabulary::token_to_id(std::string_view conten
 const AddedToken* AddedVocabulary::by_id(std::int32_t id) const {
   const auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : &it->second;
+}
+
+const std::string* AddedVocabulary::decode_form(std::int32_t id) const {
+  if (const auto it = normalized_form_.find(id); it != normalized_form_.end()) return &it->second;
+  const auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &it->second.content;
 }
 
 std::vector<AddedToken> AddedVocabulary::tokens() const {

@@ -8,6 +8,8 @@
 // touching a word character (Unicode \w) on either side; lstrip/rstrip extend the match over adjacent
 // whitespace. Ids are assigned as HF's add_tokens assigns them when loading (the "id" in the file is
 // only checked, as HF does): an existing vocabulary id if the content has one, else the next free id.
+// Version note: this follows tokenizers 0.23, where decoding a normalized=true token yields its
+// normalized spelling (0.22 and earlier yield its content).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,9 @@ class AddedVocabulary {
 
   std::optional<std::int32_t> token_to_id(std::string_view content) const;
   const AddedToken* by_id(std::int32_t id) const;
+  /// The string decode() and id_to_token() use for an added token: its normalized spelling when it is
+  /// normalized=true and the normalizer changes it (HF tokenizers >= 0.23), else its content.
+  const std::string* decode_form(std::int32_t id) const;
   bool is_special(std::string_view content) const { return special_.count(std::string(content)) != 0; }
   /// Every added token, in id order.
   std::vector<AddedToken> tokens() const;
@@ -69,6 +74,7 @@ class AddedVocabulary {
   std::unordered_map<std::string, std::int32_t> by_content_;
   std::unordered_map<std::int32_t, AddedToken> by_id_;
   std::unordered_set<std::string> special_;
+  std::unordered_map<std::int32_t, std::string> normalized_form_;  // only where it differs from content
   TokenMatcher raw_matcher_, normalized_matcher_;
   std::optional<Regex> word_char_;
 };

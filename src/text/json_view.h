@@ -30,7 +30,7 @@ class JsonView {
   /// An optional member: nullopt when absent or null.
   std::optional<JsonView> get(std::string_view key) const;
 
-  /// Calls fn(key, JsonView) for every member of an object, in file order.
+  /// Calls fn(key, JsonView) for every member of an object (in key order: nlohmann::json sorts objects).
   template <class Fn>
   void for_each_member(Fn&& fn) const {
     expect_object();

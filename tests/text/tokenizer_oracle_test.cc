@@ -28,6 +28,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Concatenation by append (GCC 12 -O3 warns falsely, -Wrestrict, about chains of std::string operator+).
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::string out;
+  (out.append(parts), ...);
+  return out;
+}
+
 std::string from_hex(const std::string& hex) {
   std::string out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
@@ -47,15 +55,19 @@ std::string show(const std::string& s, std::size_t limit = 160) {
       out += buf;
     }
   }
-  if (s.size() > limit) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return "\"" + out + "\"";
+  if (s.size() > limit) out.append("...(").append(std::to_string(s.size())).append(" bytes)");
+  return std::string("\"").append(out).append("\"");
 }
 
 std::string show(const std::vector<TokenId>& ids) {
   std::string out = "[";
-  for (std::size_t i = 0; i < ids.size() && i < 40; ++i) out += (i ? "," : "") + std::to_string(ids[i]);
-  if (ids.size() > 40) out += ",...(" + std::to_string(ids.size()) + " ids)";
-  return out + "]";
+  for (std::size_t i = 0; i < ids.size() && i < 40; ++i) {
+    if (i) out += ",";
+    out += std::to_string(ids[i]);
+  }
+  if (ids.size() > 40) out += cat(",...(", std::to_string(ids.size()), " ids)");
+  out += "]";
+  return out;
 }
 
 // The oracle's DecodeStream chunks: text, nothing (nullopt) or an error (then the stream stops).
@@ -98,7 +110,8 @@ std::string show(const std::vector<StreamChunk>& chunks) {
     out += i ? ", " : "";
     out += chunks[i].error ? "ERROR" : chunks[i].text ? show(*chunks[i].text, 40) : "None";
   }
-  return out + "]";
+  out += "]";
+  return out;
 }
 
 // Counts checks and keeps the first few mismatches of one tokenizer.
@@ -128,8 +141,8 @@ class TokenizerOracle : public ::testing::Test {
       return;
     }
     dir_ = new fs::path(pattern);
-    const std::string cmd = "'" + *python + "' '" FERRY_SOURCE_DIR "/tests/reference/tokenizer_oracle.py' --out '" +
-                            dir_->string() + "'";
+    const std::string cmd = cat(std::string("'"), *python, std::string("' '" FERRY_SOURCE_DIR "/tests/reference/tokenizer_oracle.py' --out '"),
+                                dir_->string(), std::string("'"));
     if (std::system(cmd.c_str()) != 0) {
       setup_error_ = new std::string("the oracle script failed: " + cmd);
       return;
@@ -192,13 +205,13 @@ TEST_F(TokenizerOracle, EncodeIdsMatch) {
       const std::string text = input(i);
       const auto want = cases[i]["ids"].get<std::vector<TokenId>>();
       const auto got = tok.encode(text, true);
-      tally.check(got == want, [&] { return "encode(" + show(text) + ")\n  want " + show(want) + "\n  got  " + show(got); });
+      tally.check(got == want, [&] { return cat(std::string("encode("), show(text), std::string(")\n  want "), show(want), std::string("\n  got  "), show(got)); });
       if (cases[i].contains("ids_plain")) {
         const auto want_plain = cases[i]["ids_plain"].get<std::vector<TokenId>>();
         const auto got_plain = tok.encode(text, false);
         tally.check(got_plain == want_plain, [&] {
-          return "encode(" + show(text) + ", add_special_tokens=false)\n  want " + show(want_plain) + "\n  got  " +
-                 show(got_plain);
+          return cat(std::string("encode("), show(text), std::string(", add_special_tokens=false)\n  want "), show(want_plain),
+                     std::string("\n  got  "), show(got_plain));
         });
       }
     }
@@ -213,8 +226,8 @@ TEST_F(TokenizerOracle, DecodeStringsMatch) {
         const std::string want = c[skip ? "decoded_skip" : "decoded"];
         const std::string got = tok.decode(ids, skip);
         tally.check(got == want, [&] {
-          return "decode(" + show(ids) + (skip ? ", skip_special_tokens" : "") + ")\n  want " + show(want) +
-                 "\n  got  " + show(got);
+          return cat(std::string("decode("), show(ids), std::string(skip ? ", skip_special_tokens" : ""),
+                     std::string(")\n  want "), show(want), std::string("\n  got  "), show(got));
         });
       }
     };
@@ -231,8 +244,8 @@ TEST_F(TokenizerOracle, DecodeStreamChunksMatch) {
       const auto want = expected_stream(c[key]);
       const auto got = ferry_stream(tok, ids, skip);
       tally.check(got == want, [&] {
-        return std::string("DecodeStream") + (skip ? "(skip_special_tokens)" : "") + " over " + show(ids) +
-               "\n  want " + show(want) + "\n  got  " + show(got);
+        return cat(std::string("DecodeStream"), std::string(skip ? "(skip_special_tokens)" : ""), std::string(" over "),
+                   show(ids), std::string("\n  want "), show(want), std::string("\n  got  "), show(got));
       });
     };
     for (const json& c : t["cases"]) check(c, "stream", false);

@@ -68,12 +68,14 @@ class Tokenizer {
                                                  bool add_special_tokens = true) const;
 
   /// Ids to text. Unknown ids are skipped (as HF does). skip_special_tokens: drop added tokens marked
-  /// special. Hugging Face: Tokenizer.decode(ids, skip_special_tokens).
+  /// special. Hugging Face: Tokenizer.decode(ids, skip_special_tokens), as of tokenizers 0.23 (added
+  /// tokens with normalized=true decode to their normalized spelling; 0.22 used their content).
   std::string decode(std::span<const TokenId> ids, bool skip_special_tokens = false) const;
 
   /// The id of a token string (added tokens first, then the model vocabulary).
   std::optional<TokenId> token_to_id(std::string_view token) const;
-  /// The token string of an id (added tokens first, then the model vocabulary).
+  /// The token string of an id (added tokens first, then the model vocabulary). For an added token with
+  /// normalized=true this is its normalized spelling, as in HF tokenizers >= 0.23.
   std::optional<std::string> id_to_token(TokenId id) const;
   /// One past the largest id the tokenizer can produce (model vocabulary and added tokens).
   std::size_t vocab_size() const;
@@ -82,9 +84,8 @@ class Tokenizer {
   /// The added tokens in id order, with the ids this tokenizer assigned.
   std::vector<AddedToken> added_tokens() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
