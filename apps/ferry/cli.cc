@@ -43,6 +43,7 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
   cmd.add_option("--context", context, "tokens of KV cache to reserve in the plan (0: none, Accelerate's plan)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--no-disk", no_disk, "never offload to disk: fail (with the numbers) when the budget is too small");
 }
 
 void ModelFlags::apply() const {
@@ -184,6 +185,7 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
   o.no_split_module_classes = flags.no_split;
   if (o.no_split_module_classes.empty()) o.no_split_module_classes = {skeleton.info().block_class};
   o.dtype = dtype;
+  o.allow_disk = !flags.no_disk;
   auto dm = flags.device_map_value();
   if (auto* map = std::get_if<DeviceMap>(&dm)) {
     out.device_map = *map;

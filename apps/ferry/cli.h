@@ -32,6 +32,7 @@ struct ModelFlags {
   std::string dtype;              // f32 | f16 | bf16 ...
   std::vector<std::string> no_split;
   int64_t context = 0;            // tokens of KV cache to reserve in the plan
+  bool no_disk = false;           // never plan onto disk: a model that does not fit is an error
   int threads = 0;                // -t; 0 = all cores
 
   /// Registers the flags on `cmd`; `positional_model` also accepts the folder as the first positional argument.

@@ -1,4 +1,5 @@
 // ferry — big model inference from Hugging Face folders. Entry point: subcommands and exit codes (cli.h).
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -7,6 +8,8 @@
 #include "ferry/core/error.h"
 
 int main(int argc, char** argv) {
+  // A file-size limit (RLIMIT_FSIZE) or a full disk must surface as a write error with a message, not kill us.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"ferry: run models bigger than your memory, from Hugging Face folders (plan, load, ferry weights)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ferry 0.1.0");

@@ -1,0 +1,234 @@
+// End-to-end tests of the `ferry` command: the errors a person hits, each through the real binary with its exit
+// code and message, and the scripting outputs (--json). The model is the tiny demo folder `ferry demo` makes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class FerryCli : public ::testing::Test {
+ protected:
+  static fs::path dir_;     // scratch, per test suite
+  static fs::path model_;   // the tiny demo model
+
+  static void SetUpTestSuite() {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("ferry-cli-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+    CliRun r = ferry("demo --size tiny -n 4 --verify-steps 2 --cache-dir " + (dir_ / "cache").string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    model_ = dir_ / "cache" / "demo-tiny-bf16";
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  /// Runs `ferry ARGS` (with an optional shell prefix such as "ulimit -f 64;") capturing both streams.
+  static CliRun ferry(const std::string& args, const std::string& prefix = "", const std::string& stdin_text = "") {
+    static int n = 0;
+    const fs::path out = dir_ / ("out" + std::to_string(++n)), err = dir_ / ("err" + std::to_string(n));
+    std::string cmd = prefix + " " + std::string(FERRY_BINARY_DIR) + "/bin/ferry " + args + " > " + out.string() +
+                      " 2> " + err.string();
+    if (!stdin_text.empty()) {
+      const fs::path in = dir_ / ("in" + std::to_string(n));
+      std::ofstream(in) << stdin_text;
+      cmd += " < " + in.string();
+    } else {
+      cmd += " < /dev/null";
+    }
+    int status = std::system(("bash -c '" + cmd + "'").c_str());
+    CliRun r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+
+  static fs::path copy_model(const std::string& name) {
+    fs::path p = dir_ / name;
+    fs::remove_all(p);
+    fs::copy(model_, p, fs::copy_options::recursive);
+    return p;
+  }
+};
+
+fs::path FerryCli::dir_;
+fs::path FerryCli::model_;
+
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST_F(FerryCli, EverySubcommandHasHelp) {
+  for (const char* sub : {"generate", "plan", "inspect", "tokenize", "offload", "bench", "demo"}) {
+    CliRun r = ferry(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub;
+    EXPECT_CONTAINS(r.out, "Usage");
+  }
+  EXPECT_EQ(ferry("frobnicate").code, 2);
+  EXPECT_EQ(ferry("generate --max-new-tokens=-3 -m x -p y").code, 2);
+}
+
+TEST_F(FerryCli, MissingFolderIsAClearError) {
+  CliRun r = ferry("generate -m " + (dir_ / "nope").string() + " -p hi");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "model folder not found");
+}
+
+TEST_F(FerryCli, NotAModelFolder) {
+  fs::create_directories(dir_ / "empty");
+  CliRun r = ferry("plan " + (dir_ / "empty").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "no config.json");
+}
+
+TEST_F(FerryCli, MissingShardFailsBeforeLoading) {
+  fs::path m = copy_model("missing-shard");
+  fs::remove(m / "model-00002-of-00003.safetensors");
+  CliRun r = ferry("generate -m " + m.string() + " -p hi -n 2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "model-00002-of-00003.safetensors");
+  EXPECT_EQ(r.err.find("loading: shard"), std::string::npos) << "nothing may be loaded before the check";
+}
+
+TEST_F(FerryCli, CorruptSafetensorsNamesTheFile) {
+  fs::path m = copy_model("corrupt");
+  const fs::path shard = m / "model-00001-of-00003.safetensors";
+  fs::resize_file(shard, fs::file_size(shard) / 2);
+  CliRun r = ferry("generate -m " + m.string() + " -p hi -n 2 --device-map cpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "model-00001-of-00003.safetensors");
+}
+
+TEST_F(FerryCli, UnknownArchitecture) {
+  fs::path m = copy_model("unknown-arch");
+  auto cfg = nlohmann::json::parse(read_file(m / "config.json"));
+  cfg["architectures"] = {"FrobForCausalLM"};
+  cfg["model_type"] = "frob";
+  std::ofstream(m / "config.json") << cfg.dump();
+  CliRun r = ferry("inspect " + m.string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "unknown architecture");
+  EXPECT_CONTAINS(r.err, "FrobForCausalLM");
+}
+
+TEST_F(FerryCli, BudgetTooSmallPrintsNeededAndAvailable) {
+  CliRun r = ferry("plan " + model_.string() + " --max-memory cpu=100KB --no-disk");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "cpu");
+  CliRun ctx = ferry("plan " + model_.string() + " --max-memory cpu=100KB --context 100000");
+  EXPECT_EQ(ctx.code, 1);
+  EXPECT_CONTAINS(ctx.err, "KV cache");
+}
+
+TEST_F(FerryCli, OffloadFolderNotWritable) {
+  CliRun r = ferry("offload -m " + model_.string() + " --all --offload-folder /proc/ferry-offload");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "/proc/ferry-offload");
+}
+
+TEST_F(FerryCli, DiskFullWhileOffloadingIsAnErrorNotACrash) {
+  // RLIMIT_FSIZE of 64 KiB: the first large .dat write fails with EFBIG ("File too large").
+  CliRun r = ferry("offload -m " + model_.string() + " --all --offload-folder " + (dir_ / "full").string(), "ulimit -f 64;");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "error");
+  EXPECT_FALSE(fs::exists(dir_ / "full" / "index.json")) << "a failed offload must not leave an index";
+}
+
+TEST_F(FerryCli, OffloadWritesAnAccelerateFolder) {
+  CliRun r = ferry("offload -m " + model_.string() + " --all --offload-folder " + (dir_ / "off").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto index = nlohmann::json::parse(read_file(dir_ / "off" / "index.json"));
+  ASSERT_TRUE(index.contains("lm_head.weight"));
+  EXPECT_EQ(index["lm_head.weight"]["dtype"], "bfloat16");
+  EXPECT_TRUE(fs::exists(dir_ / "off" / "lm_head.weight.dat"));
+  EXPECT_TRUE(fs::exists(dir_ / "off" / "device_map.json"));
+}
+
+TEST_F(FerryCli, GenerateJsonWithPromptIdsAndLogits) {
+  CliRun r = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --logits 2 --device-map auto");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], nlohmann::json({1, 5, 9}));
+  EXPECT_EQ(j["generated_ids"].size(), 4u);
+  ASSERT_EQ(j["logits"].size(), 2u);
+  EXPECT_EQ(j["logits"][0].size(), 2048u);
+  EXPECT_TRUE(j["timings"].contains("decode_tokens_per_s"));
+  // Greedy decoding is deterministic, and the same on every device map.
+  CliRun resident = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
+  ASSERT_EQ(resident.code, 0) << resident.err;
+  EXPECT_EQ(nlohmann::json::parse(resident.out)["generated_ids"], j["generated_ids"]);
+}
+
+TEST_F(FerryCli, NonTtyOutputHasNoControlCharacters) {
+  CliRun r = ferry("generate -m " + model_.string() + " -p \"hello world\" -n 3 --device-map auto");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const std::string* s : {&r.out, &r.err}) {
+    EXPECT_EQ(s->find('\r'), std::string::npos);
+    EXPECT_EQ(s->find('\x1b'), std::string::npos);
+  }
+  EXPECT_CONTAINS(r.out, "hello world");
+  EXPECT_CONTAINS(r.err, "decode");
+  EXPECT_CONTAINS(r.err, "module");  // the plan table
+}
+
+TEST_F(FerryCli, InteractiveReadsPromptsFromStdin) {
+  CliRun r = ferry("generate -m " + model_.string() + " -i -n 2", "", "first prompt\nsecond prompt\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "first prompt");
+  EXPECT_CONTAINS(r.out, "second prompt");
+}
+
+TEST_F(FerryCli, TokenizeRoundTrips) {
+  CliRun enc = ferry("tokenize -m " + model_.string() + " \"the river\"");
+  ASSERT_EQ(enc.code, 0) << enc.err;
+  std::string ids = enc.out.substr(0, enc.out.find('\n'));
+  EXPECT_EQ(ids.rfind("1,", 0), 0u) << "BOS first: " << ids;
+  CliRun dec = ferry("tokenize -m " + model_.string() + " --decode --no-special " + ids);
+  ASSERT_EQ(dec.code, 0) << dec.err;
+  EXPECT_EQ(dec.out, "the river\n");
+}
+
+TEST_F(FerryCli, PlanAndInspect) {
+  CliRun plan = ferry("plan " + model_.string() + " --max-memory cpu=1MB --json");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  auto map = nlohmann::json::parse(plan.out);
+  EXPECT_TRUE(map.contains("lm_head") || map.contains("")) << plan.out;
+  CliRun table = ferry("plan " + model_.string() + " --max-memory cpu=2MB --context 64");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_CONTAINS(table.out, "KV cache");
+  CliRun inspect = ferry("inspect " + model_.string());
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_CONTAINS(inspect.out, "LlamaForCausalLM");
+  EXPECT_CONTAINS(inspect.out, "model.layers.3.mlp.down_proj.weight");
+}
+
+TEST_F(FerryCli, BenchJson) {
+  CliRun r = ferry("bench -m " + model_.string() + " -p 8 -n 4 -r 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["test"], "pp8");
+  EXPECT_EQ(j[1]["test"], "tg4");
+  EXPECT_GT(j[1]["t_s_mean"].get<double>(), 0.0);
+}
+
+}  // namespace
