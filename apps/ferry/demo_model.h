@@ -9,7 +9,7 @@
 namespace ferry::cli {
 
 struct DemoShape {
-  std::string name;  // "tinyllama" (TinyLlama-1.1B's shape, ~2.2 GB in bf16) or "tiny" (a few MB, for tests)
+  std::string name = "tinyllama";  // "tinyllama" (TinyLlama-1.1B's shape, ~2.2 GB in bf16) or "tiny" (a few MB, for tests)
   int64_t hidden = 2048, intermediate = 5632, layers = 22, heads = 32, kv_heads = 4, vocab = 32000;
 };
 DemoShape demo_shape(const std::string& name);
