@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "ferry/core/backend.h"
 #include "ops/op_test_util.h"
@@ -112,19 +113,29 @@ TEST(Linear, LeadingDimensionsAreKept) {
 }
 
 TEST(Linear, SpecialValuesPropagate) {
-  // An inf weight makes its output inf; an fp8 NaN (e4m3fn 0x7F) makes its output NaN, on every ISA.
-  Tensor x = Tensor::from_vector(std::vector<float>(16, 1.0f), {1, 16});
-  std::vector<uint8_t> bytes(3 * 16, 0x38);  // 1.0 in e4m3fn
-  bytes[16 + 5] = 0x7F;
-  auto st = Storage::allocate(Device::cpu(), bytes.size());
-  std::memcpy(st->data(), bytes.data(), bytes.size());
-  Tensor w8 = Tensor::from_storage(st, 0, {3, 16}, DType::F8_E4M3FN);
-  for_each_isa([&](Isa) {
-    auto y = linear(x, w8).to_vector<float>();
-    EXPECT_EQ(y[0], 16.0f);
-    EXPECT_TRUE(std::isnan(y[1]));
-    EXPECT_EQ(y[2], 16.0f);
-  });
+  // A NaN weight (e4m3fn 0x7F) makes its output NaN and an inf weight (e5m2 0x7C) its output inf, whether the
+  // element sits in a vector body or a tail, in a block of 8 rows or a leftover row, on every ISA.
+  const int64_t N = 10, K = 40;
+  Tensor x = Tensor::from_vector(std::vector<float>(K, 1.0f), {1, K});
+  for (auto [dtype, one, special] : {std::tuple{DType::F8_E4M3FN, 0x38, 0x7F}, std::tuple{DType::F8_E5M2, 0x3C, 0x7C}}) {
+    std::vector<uint8_t> bytes(N * K, static_cast<uint8_t>(one));
+    bytes[1 * K + 3] = bytes[5 * K + 20] = bytes[9 * K + 38] = static_cast<uint8_t>(special);
+    bytes[2 * K + 7] = static_cast<uint8_t>(one | 0x80);  // -1
+    auto st = Storage::allocate(Device::cpu(), bytes.size());
+    std::memcpy(st->data(), bytes.data(), bytes.size());
+    Tensor w8 = Tensor::from_storage(st, 0, {N, K}, dtype);
+    for_each_isa([&](Isa) {
+      auto y = linear(x, w8).to_vector<float>();
+      for (int64_t n = 0; n < N; ++n) {
+        if (n == 1 || n == 5 || n == 9) {
+          if (dtype == DType::F8_E4M3FN) EXPECT_TRUE(std::isnan(y[n])) << n;
+          else EXPECT_EQ(y[n], INFINITY) << n;
+        } else {
+          EXPECT_EQ(y[n], n == 2 ? K - 2.0f : float(K)) << n;
+        }
+      }
+    });
+  }
 }
 
 TEST(LinearInto, WritesIntoCallerBuffer) {

@@ -32,10 +32,14 @@ void gemv(DType wt, const void* w, int64_t K, const float* x, const float* bias,
 
 void gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, const float* x, const float* bias, float* y) {
   const auto& kern = linear_kernels(isa);
-  // Chunks of at least ~64 KiB of weights, so the pool's dispatch cost stays small next to the streaming.
+  // Work is split in groups of 8 rows (the AVX2 kernel's row block), chunks of at least ~64 KiB of weights so
+  // the pool's dispatch cost stays small next to the streaming.
+  constexpr int64_t kGroup = 8;
   const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(wt)));
-  const int64_t grain = std::max<int64_t>(4, (int64_t{64} << 10) / row_bytes);
-  parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { kern.gemv(wt, w, K, x, bias, y, n0, n1); });
+  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
+  parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
+    kern.gemv(wt, w, K, x, bias, y, g0 * kGroup, std::min(g1 * kGroup, N));
+  });
 }
 
 }  // namespace ferry::ops::cpu

@@ -3,7 +3,7 @@
 //
 // Legend: M = rows of the activations (tokens), N = output features, K = input features (the reduction).
 // GEMV (M == 1): each weight row is read once, converted in registers and dotted with x; a thread walks its rows
-// four at a time so four row streams are in flight (one stream per thread does not saturate memory).
+// eight at a time so eight row streams are in flight (one stream per thread does not saturate memory).
 // GEMM (M > 1): the blocked loop of gemm.cc packs x into MR-row panels and, per thread, converts a weight block
 // into NR-column f32 panels, then runs the MR × NR register-blocked microkernel over them.
 #pragma once
