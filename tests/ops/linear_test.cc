@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "ferry/core/backend.h"
+#include "ops/cpu/linear_kernels.h"
 #include "ops/op_test_util.h"
 
 namespace ferry::ops {
@@ -202,6 +203,20 @@ TEST(Matmul, MatchesNaiveReference) {
               HasSubstr("do not chain"));
   EXPECT_THAT(error_of([] { matmul(Tensor::zeros({2, 3}, DType::F32), Tensor::zeros({3, 2}, DType::BF16)); }),
               HasSubstr("must be f32"));
+}
+
+// The OpenBLAS seam the benchmarks compare against computes the same product (both operand layouts, with bias).
+TEST(BlasSeam, MatchesNaiveReferenceWhenLinked) {
+  if (!cpu::have_blas()) GTEST_SKIP() << "ferry_ops built without OpenBLAS";
+  Tensor x = random_tensor({7, 33}, DType::F32, 1), w = random_tensor({9, 33}, DType::F32, 2);
+  Tensor b = random_tensor({9}, DType::F32, 3), y = Tensor::empty({7, 9}, DType::F32);
+  ASSERT_TRUE(cpu::blas_sgemm(7, 9, 33, x.data<float>(), w.data<float>(), true, b.data<float>(), y.data<float>()));
+  EXPECT_TRUE(matches(y.to_vector<float>(), naive_linear(x, w, b)));
+  Tensor wt = Tensor::empty({33, 9}, DType::F32);  // the same weight as [K, N]
+  for (int64_t n = 0; n < 9; ++n)
+    for (int64_t k = 0; k < 33; ++k) wt.data<float>()[k * 9 + n] = w.data<float>()[n * 33 + k];
+  ASSERT_TRUE(cpu::blas_sgemm(7, 9, 33, x.data<float>(), wt.data<float>(), false, nullptr, y.data<float>()));
+  EXPECT_TRUE(matches(y.to_vector<float>(), naive_linear(x, w, {})));
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 //
 // Legend: T = tokens (rows of x), K = in_features, N = out_features.
 // One token (T == 1, decode) takes the GEMV path: memory-bound, each weight row streamed once by the threads.
-// Many tokens (prefill) take the blocked GEMM path (OpenBLAS sgemm for f32 weights where it wins).
+// Many tokens (prefill) take the blocked GEMM path (OpenBLAS sgemm is measured against it in bench/bench_ops.cc).
 #pragma once
 
 #include "ferry/core/tensor.h"

@@ -1,5 +1,5 @@
-// The OpenBLAS seam: cblas_sgemm for f32 GEMMs when ferry_ops is linked with BLAS (FERRY_HAVE_BLAS), so
-// linear/matmul can use it where it beats the built-in kernels (see linear.cc for when).
+// The OpenBLAS seam: cblas_sgemm for f32 GEMMs when ferry_ops is linked with BLAS (FERRY_HAVE_BLAS). linear and
+// matmul do not call it today (linear.cc says why); the benchmarks use it as the reference for the blocked GEMM.
 #include <climits>
 
 #include "linear_kernels.h"

@@ -1,9 +1,11 @@
 // ops::linear and ops::matmul on cpu: argument checks, then the choice of path (see linear_kernels.h):
-//   one row of activations          -> GEMV, every weight dtype;
-//   several rows, f32 weights       -> OpenBLAS sgemm when linked (it wins for f32; bench/bench_ops.cc);
-//   several rows, other dtypes      -> the blocked GEMM, converting weight blocks as it goes.
-// The ISA is read once here and passed down; FERRY_ISA=scalar also keeps BLAS out, so that setting always runs
-// the plain reference code.
+//   one row of activations  -> GEMV, every weight dtype;
+//   several rows            -> the blocked GEMM, converting weight blocks as it goes.
+// OpenBLAS sgemm is not used for f32 weights: on the 2-core dev VM the blocked GEMM matched it at 512 × 4096 ×
+// 4096 (within noise, both ~50 GFLOP/s best-of-12 on 2 threads; OpenBLAS ~3% ahead on one idle core) and beat
+// it for few rows (64 rows: 41 vs 26 GFLOP/s), and OpenBLAS would bring a second spinning thread pool that
+// competes with ferry's. bench/bench_ops.cc keeps measuring it (Gemm/openblas_sgemm_f32) to revisit this.
+// The ISA is read once here and passed down.
 #include <fmt/format.h>
 
 #include "check.h"
@@ -59,9 +61,6 @@ void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, c
   float* yp = out.data<float>();
   const Isa isa = cpu_isa();
   if (rows == 1) return cpu::gemv(isa, weight.dtype(), weight.raw_data(), N, K, xp, bp, yp);
-  if (weight.dtype() == DType::F32 && isa != Isa::Scalar &&
-      cpu::blas_sgemm(rows, N, K, xp, weight.data<float>(), true, bp, yp))
-    return;
   cpu::gemm(isa, rows, N, K, xp, cpu::GemmRhs{weight.dtype(), weight.raw_data(), true}, bp, yp);
 }
 
@@ -95,10 +94,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   Tensor out = Tensor::empty({M, N}, DType::F32, a.device());
   if (M == 0 || N == 0) return out;
-  const Isa isa = cpu_isa();
-  if (isa != Isa::Scalar && cpu::blas_sgemm(M, N, K, a.data<float>(), b.data<float>(), false, nullptr, out.data<float>()))
-    return out;
-  cpu::gemm(isa, M, N, K, a.data<float>(), cpu::GemmRhs{DType::F32, b.raw_data(), false}, nullptr, out.data<float>());
+  cpu::gemm(cpu_isa(), M, N, K, a.data<float>(), cpu::GemmRhs{DType::F32, b.raw_data(), false}, nullptr, out.data<float>());
   return out;
 }
 
