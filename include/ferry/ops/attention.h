@@ -8,9 +8,12 @@
 
 namespace ferry::ops {
 
-/// q: [T, Hq, D] f32; k, v: [S, Hkv, D] f32 or f16/bf16 (cache dtype). Query t sits at absolute position
-/// q_offset + t and attends keys 0 .. q_offset + t (causal); with sliding_window > 0 only the last
-/// sliding_window of those (Mistral). scale multiplies q·k (usually 1/√D). Returns [T, Hq, D] f32.
+/// q: [T, Hq, D] f32; k: [S, Hkv, D], v: [S, Hkv, Dv], both f32, f16 or bf16 (the cache dtype; Dv is usually D).
+/// Query t sits at absolute position q_offset + t and attends keys 0 .. q_offset + t (causal); with
+/// sliding_window > 0 only the last sliding_window of those (Mistral: keys in (pos − window, pos]). Keys past
+/// q_offset + T − 1 are never read, so the cache may be preallocated longer (S ≥ q_offset + T is required).
+/// scale multiplies q·k (usually 1/√D); softmax runs in f32. Returns [T, Hq, Dv] f32 on q's device.
+/// Throws ferry::Error naming the shapes when heads, dims or cache length do not fit.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
                  int64_t sliding_window = 0);
 

@@ -1,6 +1,7 @@
 // Elementwise ops and activations on f32 tensors (cpu). `b` broadcasts when its shape equals a trailing part
 // of a's shape (e.g. a bias [N] over [T, N]); scalars are plain floats. Results are new tensors unless the
-// name ends in '_' (in place, like PyTorch).
+// name ends in '_' (in place, like PyTorch; b may be a itself, any other overlap with a throws). Results live on
+// a's device. Shape or dtype mismatches throw ferry::Error naming the op and both shapes.
 #pragma once
 
 #include "ferry/core/tensor.h"

@@ -7,8 +7,8 @@
 
 namespace ferry::ops {
 
-/// rows of weight [V, D] (any float dtype) picked by ids [...] (i64) → [..., D] f32.
-/// Throws ferry::Error naming the id when an id is outside [0, V).
+/// rows of weight [V, D] (any float dtype) picked by ids [...] (i64, or i32) → [..., D] f32, converted exactly.
+/// Throws ferry::Error naming the id and its index when an id is outside [0, V); every id is checked first.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 
 /// Index of the largest value along the last dimension of f32 x [..., V] → i64 [...] (first index on ties).
