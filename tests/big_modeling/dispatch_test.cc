@@ -263,26 +263,3 @@ TEST_F(Dispatch, CpuOffloadWithHookChainsModels) {
 
 }  // namespace
 }  // namespace ferry
-
-namespace ferry {
-namespace {
-
-// The same dispatch on a real GPU: skipped without one (this machine and CI have none).
-TEST(DispatchCuda, MixedCudaCpuDiskMapGivesTheResidentOutput) {
-  auto cuda = find_backend(Device::Kind::CUDA);
-  if (!cuda || cuda->device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
-  test::ScratchDir offload;
-  test::ModelForTest reference, model;
-  for (auto& [name, t] : reference.state_dict()) nn::set_module_tensor_to_device(model, name, Device::cpu(), t.clone());
-  Tensor x = test::random_input({2, 3});
-  Tensor expected = reference(x);
-  dispatch_model(model, DeviceMap{{"linear1", Device::cuda(0)}, {"batchnorm", Device::cpu()}, {"linear2", Device::disk()}},
-                 {.offload_dir = offload.path});
-  Tensor out = model(x);
-  EXPECT_EQ(out.device(), Device::cpu());
-  auto a = out.to_vector<float>(), b = expected.to_vector<float>();
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
-}
-
-}  // namespace
-}  // namespace ferry
