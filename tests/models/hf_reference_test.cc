@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "ferry/core/logging.h"
 #include "ferry/io/safetensors.h"
@@ -77,9 +78,13 @@ class HfReference : public ::testing::TestWithParam<test::HfCase> {
     }
   }
   void SetUp() override {
-    if (!python_)
-      GTEST_SKIP() << "no reference venv (" << FERRY_SOURCE_DIR
-                   << "/.venv/bin/python): run scripts/venv, or set FERRY_PYTHON, to compare with transformers";
+    if (!python_) {
+      const char* env = std::getenv("FERRY_PYTHON");
+      GTEST_SKIP() << "no reference python ("
+                   << (env && *env ? std::string("FERRY_PYTHON=") + env
+                                   : std::string(FERRY_SOURCE_DIR) + "/.venv/bin/python")
+                   << " does not exist): run scripts/venv, or set FERRY_PYTHON, to compare with transformers";
+    }
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
   }
   static inline std::optional<fs::path> python_;
