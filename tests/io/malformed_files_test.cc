@@ -188,7 +188,7 @@ const std::vector<Case>& cases() {
       {"bin_calls_storage_type",
        bin_pickle(PickleWriter().proto(2).global("torch", "FloatStorage").tuple_n(0).reduce().stop().bytes()),
        "global 'torch.FloatStorage' cannot be called"},
-      {"bin_truncated_pickle", bin_pickle(PickleWriter().proto(2).empty_dict().raw(std::string_view("X\x10\x00\x00\x00ab", 7)).bytes()),
+      {"bin_truncated_pickle", bin_pickle(PickleWriter().proto(2).empty_dict().raw(std::string_view("X\x10\x00\x00\x00" "ab", 7)).bytes()),
        "pickle is truncated"},
       {"bin_no_stop", bin_pickle(PickleWriter().proto(2).empty_dict().bytes()), "pickle ends without STOP"},
       {"bin_stack_underflow", bin_pickle(PickleWriter().proto(2).reduce().stop().bytes()), "pickle stack underflow"},

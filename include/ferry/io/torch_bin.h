@@ -5,7 +5,8 @@
 // data.pkl is read by a restricted unpickler that knows only the opcodes and globals a state dict needs, so loading
 // can never run code; anything else is refused with an error naming the global or opcode (see src/io/torch_pickle.h).
 // Stored (uncompressed) entries — what torch.save writes, 64-byte aligned — become zero-copy read-only views of the
-// mapped file; compressed entries are inflated into owned memory. Tensors saved with strides are materialised
+// mapped file (an entry that is not 8-byte aligned, as other zip tools may write, is copied once); compressed
+// entries are inflated into owned memory. Tensors saved with strides are materialised
 // contiguously; tensors that shared a storage in Python share a Storage here (tied weights stay tied), and two
 // names for the same view give Tensor::is_same() handles. Bytes of stored entries are not CRC-checked (that would
 // read the whole file up front); inflated entries are.
