@@ -52,6 +52,28 @@ io::StateDict extract_submodules_state_dict(const io::StateDict& state_dict, con
   return out;
 }
 
+// Entries nested inside other entries ({"model": cpu, "model.layers.1": disk}) are not supported (nor are they
+// by Accelerate); tied parameters split between an offloaded and a resident entry would share one slot that the
+// offloaded side puts on meta. Both are refused up front with the names, instead of failing later on meta.
+static void check_dispatchable(const nn::Module& model, const DeviceMap& device_map, Device main) {
+  for (const auto& [outer, d1] : device_map)
+    for (const auto& [inner, d2] : device_map)
+      if (outer != inner && covers(outer, inner))
+        throw Error("device map entry \"" + inner + "\" is nested inside entry \"" + outer + "\"", "dispatch_model",
+                    "give each module one entry: list the siblings of \"" + inner + "\" instead of their parent");
+  auto offloaded = [&](const std::string& name) {
+    Device d = *device_map.device_for(name);
+    return d.is_disk() || (d.is_cpu() && !main.is_cpu());
+  };
+  for (const auto& group : nn::find_tied_parameters(model)) {
+    for (const auto& name : group)
+      if (offloaded(name) != offloaded(group.front()))
+        throw Error("tied parameters " + group.front() + " and " + name +
+                        " are mapped to different tiers (one offloaded, one resident)",
+                    "dispatch_model", "put both in the same device-map entry or on the same device");
+  }
+}
+
 void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options) {
   check_device_map(model, device_map);  // error early if the map is incomplete
   const std::vector<Device> devices = device_map.devices();
@@ -72,6 +94,8 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
         break;
       }
   }
+
+  check_dispatchable(model, device_map, main);
 
   std::vector<std::string> cpu_modules, disk_modules;
   for (const auto& [name, d] : device_map) {

@@ -155,8 +155,15 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
     }
   }
 
-  for (const auto& name : model_keys)
-    if (!loaded.count(name)) result.missing_keys.push_back(name);
+  // A tied name counts as loaded when its partner was (a checkpoint stores a tied weight once).
+  std::set<const nn::TensorSlot*> loaded_slots;
+  for (const auto& name : loaded)
+    if (auto slot = nn::find_tensor_slot(model, name)) loaded_slots.insert(slot.get());
+  for (const auto& name : model_keys) {
+    if (loaded.count(name)) continue;
+    auto slot = nn::find_tensor_slot(model, name);
+    if (!slot || !loaded_slots.count(slot.get())) result.missing_keys.push_back(name);
+  }
   std::sort(result.missing_keys.begin(), result.missing_keys.end());
   if (!result.unexpected_keys.empty())
     log_warning("Some weights of the checkpoint at {} were not used when initializing {}: {}", checkpoint.string(),

@@ -263,3 +263,28 @@ TEST_F(Dispatch, CpuOffloadWithHookChainsModels) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(DispatchChecks, NestedEntriesAndSplitTiesAreRefusedWithNames) {
+  test::ScratchDir dir;
+  test::ModelForTest model;
+  try {
+    dispatch_model(model, DeviceMap{{"", Device::cpu()}, {"linear2", Device::disk()}}, {.offload_dir = dir.path});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested inside"), std::string::npos) << e.what();
+  }
+  TiedPair tied;
+  try {
+    dispatch_model(tied, DeviceMap{{"a", Device::cpu()}, {"b", Device::disk()}}, {.offload_dir = dir.path});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a.weight and b.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(tied.a->parameter("weight").is_meta());  // refused before anything moved
+}
+
+}  // namespace
+}  // namespace ferry

@@ -12,6 +12,7 @@
 #include "ferry/nn/empty_weights.h"
 #include "ferry/nn/hooks.h"
 #include "ferry/nn/init.h"
+#include "ferry/nn/linear.h"
 #include "ferry/nn/module_tensors.h"
 #include "support/model_for_test.h"
 #include "support/torch_bin_writer.h"
@@ -217,6 +218,39 @@ TEST(LoadCheckpointAndDispatch, DiskWeightsServedFromSafetensorsNeedNoOffloadFol
   Tensor x = test::random_input({2, 3});
   EXPECT_TRUE(test::same_values((*model)(x), reference(x)));
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path), {}), 1);  // nothing written beside it
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+struct TiedHead : nn::Module {
+  std::shared_ptr<nn::Linear> a, b;
+  TiedHead() {
+    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
+    b->register_parameter("weight", a->parameter_slot("weight"));
+  }
+};
+
+TEST(LoadCheckpoint, ATiedWeightStoredOnceIsNotMissing) {
+  test::ScratchDir dir;
+  TiedHead reference;
+  io::StateDict sd = test::state_dict_of(reference);
+  sd.erase("b.weight");  // checkpoints store a tied weight once
+  io::save_safetensors(sd, dir.path / "model.safetensors");
+  std::unique_ptr<TiedHead> model;
+  {
+    auto guard = nn::init_empty_weights();
+    model = std::make_unique<TiedHead>();
+  }
+  ScopedLogCapture logs(LogLevel::Warning);
+  auto r = load_checkpoint_in_model(*model, dir.path);
+  EXPECT_TRUE(r.missing_keys.empty());
+  EXPECT_FALSE(logs.contains("missing"));
+  EXPECT_TRUE(model->b->parameter("weight").is_same(model->a->parameter("weight")));
 }
 
 }  // namespace
