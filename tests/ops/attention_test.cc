@@ -52,6 +52,8 @@ TEST(Attention, EveryCaseDTypeAndIsaMatchesReference) {
       {1, 100, 4, 4, 128, 128, 99, 17},  // decode inside a window
       {3, 12, 2, 1, 16, 16, 5, 0},     // cache longer than needed: keys past q_offset + T are never read
       {2, 6, 2, 2, 16, 24, 4, 0},      // v head_dim differs from q/k
+      {2, 600, 4, 1, 16, 16, 598, 0},  // several key blocks (the AVX2 kernel walks 256 keys at a time)
+      {1, 700, 8, 2, 8, 8, 699, 300},  // a window spanning block boundaries
   };
   for (DType kv_dtype : {DType::F32, DType::F16, DType::BF16})
     for (const Case& c : cases) {

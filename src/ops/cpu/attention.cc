@@ -1,5 +1,5 @@
 // Causal grouped-query attention over a KV cache on cpu (see attention.h): argument checks, the split into
-// (token, query head) tasks on the thread pool, and the scalar kernel. Like transformers' eager attention, the
+// (token, kv head, query heads) tasks on the thread pool, and the scalar kernel. Like transformers' eager attention, the
 // scores are scale·q·kᵀ and softmax runs in f32; masked positions are simply not visited, so a query never
 // sees a future key or one outside its sliding window.
 #include <fmt/format.h>
@@ -18,17 +18,19 @@ namespace ferry::ops {
 namespace cpu {
 namespace scalar {
 
-void attend(const float* q, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv, int64_t D,
-            int64_t Dv, int64_t n, float scale, float* scores, float* out) {
-  for (int64_t j = 0; j < n; ++j) {
-    float dot = 0;
-    for (int64_t d = 0; d < D; ++d) dot += q[d] * load_f32(kv, k, j * k_stride + d);
-    scores[j] = dot * scale;
+void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv,
+            int64_t D, int64_t Dv, int64_t n, float scale, float* scores, float* out) {
+  for (int64_t h = 0; h < heads; ++h, q += D, out += Dv) {
+    for (int64_t j = 0; j < n; ++j) {
+      float dot = 0;
+      for (int64_t d = 0; d < D; ++d) dot += q[d] * load_f32(kv, k, j * k_stride + d);
+      scores[j] = dot * scale;
+    }
+    softmax(scores, scores, n);
+    for (int64_t d = 0; d < Dv; ++d) out[d] = 0;
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t d = 0; d < Dv; ++d) out[d] += scores[j] * load_f32(kv, v, j * v_stride + d);
   }
-  softmax(scores, scores, n);
-  for (int64_t d = 0; d < Dv; ++d) out[d] = 0;
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t d = 0; d < Dv; ++d) out[d] += scores[j] * load_f32(kv, v, j * v_stride + d);
 }
 
 }  // namespace scalar
@@ -78,18 +80,22 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_of
   const auto* vp = static_cast<const char*>(v.raw_data());
   const float* qp = q.data<float>();
   float* op = out.data<float>();
-  // Tasks in (token, head) order, so consecutive tasks of a chunk share a kv head and reuse its rows in cache.
-  parallel_for(0, T * Hq, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scores(static_cast<std::size_t>(S));
+  // Tasks are (token, kv head, slice of its query heads). Whole groups share each cache row read; when that
+  // leaves fewer than ~4 tasks per thread (decode with few kv heads) the groups are split.
+  int64_t slice = group;
+  while (slice % 2 == 0 && T * Hkv * (group / slice) < 4 * num_threads()) slice /= 2;
+  const int64_t slices = group / slice;
+  parallel_for(0, T * Hkv * slices, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores(static_cast<std::size_t>(S * slice));
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / Hq, h = i % Hq, kvh = h / group;
+      const int64_t t = i / (Hkv * slices), kvh = i / slices % Hkv, h0 = kvh * group + i % slices * slice;
       const int64_t pos = q_offset + t;
       const int64_t lo = sliding_window > 0 ? std::max<int64_t>(0, pos - sliding_window + 1) : 0;
       const int64_t n = pos - lo + 1;
       const char* krow = kp + static_cast<std::size_t>(lo * k_stride + kvh * D) * esize;
       const char* vrow = vp + static_cast<std::size_t>(lo * v_stride + kvh * Dv) * esize;
-      attend(qp + (t * Hq + h) * D, krow, k_stride, vrow, v_stride, k.dtype(), D, Dv, n, scale, scores.data(),
-             op + (t * Hq + h) * Dv);
+      attend(qp + (t * Hq + h0) * D, slice, krow, k_stride, vrow, v_stride, k.dtype(), D, Dv, n, scale,
+             scores.data(), op + (t * Hq + h0) * Dv);
     }
   });
   return out;

@@ -100,8 +100,10 @@ void pack_panel_t(const void* w, int64_t K, int64_t n0, int rows, int64_t k0, in
     if (here == 8) {
       for (; k + 8 <= kc; k += 8) {
         __m256 v[8];
+        FERRY_UNROLL
         for (int j = 0; j < 8; ++j) v[j] = load8<T>(r[j], k);
         transpose8(v);
+        FERRY_UNROLL
         for (int i = 0; i < 8; ++i) _mm256_storeu_ps(panel + (k + i) * kNR + j0, v[i]);
       }
     }

@@ -13,7 +13,8 @@ namespace {
 
 template <DType T>
 const char* row_ptr(const void* w, int64_t n, int64_t K) {
-  return static_cast<const char*>(w) + static_cast<std::size_t>(n) * static_cast<std::size_t>(K) * dtype_size(T);
+  constexpr std::size_t esize = T == DType::F32 ? 4 : (T == DType::F16 || T == DType::BF16) ? 2 : 1;
+  return static_cast<const char*>(w) + static_cast<std::size_t>(n) * static_cast<std::size_t>(K) * esize;
 }
 
 // R rows at once, 8 elements per row per step: R independent accumulators hide the FMA latency, and R row
@@ -21,12 +22,15 @@ const char* row_ptr(const void* w, int64_t n, int64_t K) {
 template <DType T, int R>
 void rows(const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n) {
   const char* r[R];
+  FERRY_UNROLL
   for (int j = 0; j < R; ++j) r[j] = row_ptr<T>(w, n + j, K);
   __m256 a[R];
+  FERRY_UNROLL
   for (auto& v : a) v = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
     const __m256 xv = _mm256_loadu_ps(x + k);
+    FERRY_UNROLL
     for (int j = 0; j < R; ++j) a[j] = _mm256_fmadd_ps(load8<T>(r[j], k), xv, a[j]);
   }
   for (int j = 0; j < R; ++j) {
@@ -40,12 +44,15 @@ void rows(const void* w, int64_t K, const float* x, const float* bias, float* y,
 template <DType T, int R>
 void rows_fp8(const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n) {
   const char* r[R];
+  FERRY_UNROLL
   for (int j = 0; j < R; ++j) r[j] = row_ptr<T>(w, n + j, K);
   __m256 a[R];
+  FERRY_UNROLL
   for (auto& v : a) v = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
     const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    FERRY_UNROLL
     for (int j = 0; j < R; ++j) {
       __m256 lo, hi;
       load16_fp8<T>(r[j], k, lo, hi);
@@ -65,6 +72,7 @@ void row1(const void* w, int64_t K, const float* x, const float* bias, float* y,
   __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t k = 0;
   for (; k + 32 <= K; k += 32)
+    FERRY_UNROLL
     for (int j = 0; j < 4; ++j) a[j] = _mm256_fmadd_ps(load8<T>(r, k + 8 * j), _mm256_loadu_ps(x + k + 8 * j), a[j]);
   for (; k + 8 <= K; k += 8) a[0] = _mm256_fmadd_ps(load8<T>(r, k), _mm256_loadu_ps(x + k), a[0]);
   float acc = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));

@@ -1,6 +1,6 @@
-// argmax and top-k over f32 logits on cpu (see gather.h). NaN ranks above every number (as in torch.argmax
-// and torch.topk), and among equal values the lower index wins. These are scalar: one pass over a vocabulary
-// row per decoding step costs microseconds next to the matrix products that produce it.
+// argmax and top-k over f32 logits on cpu (see gather.h), and the scalar argmax row kernel. NaN ranks above every
+// number (as in torch.argmax and torch.topk), and among equal values the lower index wins. top-k is scalar
+// (a partial sort of indices): sampling calls it once per token on one row.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +8,8 @@
 #include <numeric>
 
 #include "check.h"
+#include "ferry/core/cpu_features.h"
+#include "select_kernels.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/gather.h"
 
@@ -17,6 +19,10 @@ namespace {
 // a ranks strictly above b.
 inline bool above(float a, float b) { return std::isnan(a) ? !std::isnan(b) : a > b; }
 
+}  // namespace
+
+namespace cpu::scalar {
+
 int64_t argmax_row(const float* x, int64_t V) {
   int64_t best = 0;
   for (int64_t i = 1; i < V; ++i)
@@ -24,7 +30,7 @@ int64_t argmax_row(const float* x, int64_t V) {
   return best;
 }
 
-}  // namespace
+}  // namespace cpu::scalar
 
 Tensor argmax(const Tensor& x) {
   cpu::check_f32("argmax", "x", x);
@@ -35,8 +41,9 @@ Tensor argmax(const Tensor& x) {
   const int64_t rows = x.numel() / V;
   const float* xp = x.data<float>();
   int64_t* op = out.data<int64_t>();
+  const auto kernel = cpu_isa() == Isa::AVX2 ? cpu::avx2::argmax_row : cpu::scalar::argmax_row;
   parallel_for(0, rows, std::max<int64_t>(1, 65536 / V), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) op[r] = argmax_row(xp + r * V, V);
+    for (int64_t r = r0; r < r1; ++r) op[r] = kernel(xp + r * V, V);
   });
   return out;
 }

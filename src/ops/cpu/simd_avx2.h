@@ -18,6 +18,10 @@
 
 #include "ferry/core/dtype.h"
 
+// Fully unrolls the short loop that follows (over rows, keys or lanes held in arrays of vectors). Without it GCC
+// -O2 keeps such arrays on the stack and every FMA goes through a store and a reload.
+#define FERRY_UNROLL _Pragma("GCC unroll 16")
+
 namespace ferry::ops::cpu::avx2 {
 
 /// 8 elements of dtype T starting at element i, as f32. fp8 goes through f16: an e5m2 byte is the top byte of the
