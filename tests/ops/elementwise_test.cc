@@ -117,7 +117,8 @@ TEST(Binary, SameShapeAndBroadcastMatchReference) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
       {{1}, {1}},          {{7}, {7}},       {{4097}, {4097}}, {{33, 7}, {7}},   {{5, 300}, {300}},
       {{2, 3, 9}, {3, 9}}, {{3, 4, 5}, {}},  {{4097}, {}},     {{1000, 1}, {1}}, {{2, 2000}, {2, 2000}}};
-  for (const auto& [as, bs] : shapes) {
+  for (const auto& shape_pair : shapes) {
+    const Shape as = shape_pair.first, bs = shape_pair.second;  // named copies: lambdas below capture them
     SCOPED_TRACE(shape_str(as) + " with " + shape_str(bs));
     Tensor a = random_tensor(as, DType::F32, 1), b = random_tensor(bs, DType::F32, 2);
     auto av = a.to_vector<float>(), bv = b.to_vector<float>();

@@ -118,7 +118,8 @@ TEST(Linear, SpecialValuesPropagate) {
   // element sits in a vector body or a tail, in a block of 8 rows or a leftover row, on every ISA.
   const int64_t N = 10, K = 40;
   Tensor x = Tensor::from_vector(std::vector<float>(K, 1.0f), {1, K});
-  for (auto [dtype, one, special] : {std::tuple{DType::F8_E4M3FN, 0x38, 0x7F}, std::tuple{DType::F8_E5M2, 0x3C, 0x7C}}) {
+  for (auto [dtype_, one, special] : {std::tuple{DType::F8_E4M3FN, 0x38, 0x7F}, std::tuple{DType::F8_E5M2, 0x3C, 0x7C}}) {
+    const DType dtype = dtype_;  // a named copy: the lambda below captures it
     std::vector<uint8_t> bytes(N * K, static_cast<uint8_t>(one));
     bytes[1 * K + 3] = bytes[5 * K + 20] = bytes[9 * K + 38] = static_cast<uint8_t>(special);
     bytes[2 * K + 7] = static_cast<uint8_t>(one | 0x80);  // -1
