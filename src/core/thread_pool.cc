@@ -73,7 +73,10 @@ class ThreadPool {
 
   void start(int n) {
     quit_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { loop(); });
+    // The generation is read here, not in the new thread: a worker that starts late must still see a stop()
+    // (or a job) that happened before it ran, or it would wait for a change that never comes.
+    const uint64_t seen = generation_.load();
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, seen] { loop(seen); });
   }
 
   void stop() {
@@ -105,8 +108,7 @@ class ThreadPool {
     }
   }
 
-  void loop() {
-    uint64_t seen = generation_.load();
+  void loop(uint64_t seen) {
     for (;;) {
       // Spin a little: back-to-back kernels (a decode step) reuse awake workers.
       for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin)
@@ -114,7 +116,7 @@ class ThreadPool {
       std::shared_ptr<Job> job;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return generation_.load() != seen; });
+        cv_.wait(lock, [&] { return quit_ || generation_.load() != seen; });
         seen = generation_.load();
         if (quit_) return;
         job = job_;

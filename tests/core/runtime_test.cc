@@ -143,3 +143,22 @@ TEST(VirtualDevicesOff, AreNeverUsedSilently) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// A resize right after another one must not wait for workers that have not started running yet.
+TEST(ThreadPool, ImmediateResizesDoNotDeadlock) {
+  const int saved = num_threads();
+  for (int i = 0; i < 200; ++i) {
+    set_num_threads(1 + i % 4);
+    set_num_threads(1 + (i + 1) % 3);
+  }
+  std::atomic<int> n{0};
+  parallel_for(0, 100, 1, [&](int64_t b, int64_t e) { n += static_cast<int>(e - b); });
+  EXPECT_EQ(n.load(), 100);
+  set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace ferry
