@@ -1,6 +1,10 @@
 // Run-time ISA detection and override (see include/ferry/core/cpu_features.h).
 #include "ferry/core/cpu_features.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -13,7 +17,11 @@ namespace {
 bool detect_avx2() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // F16C through cpuid: clang 14's __builtin_cpu_supports does not know "f16c". AVX2 and FMA come from the
+  // builtin, which also checks that the OS saves the YMM registers.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
   return false;
 #endif
