@@ -6,7 +6,7 @@
 //  - attn_dropout is registered (so the module tree matches) but never called: attention weights stay inside the
 //    fused ops::attention, and dropout is the identity at inference anyway.
 //  - reorder_and_upcast_attn only changes rounding in f16 training; ferry's attention is f32 throughout.
-//  - Cross-attention (add_cross_attention) and token_type_ids are not implemented.
+//  - Cross-attention (add_cross_attention) and token_type_ids are not supported (decoder-only inference).
 //  - Like transformers, GPT2Model moves the position embeddings to the token embeddings' device before adding them
 //    (the only device move in src/models; see GPT2Model::forward).
 #include "ferry/models/gpt2.h"
