@@ -232,3 +232,32 @@ TEST_F(FerryCli, BenchJson) {
 }
 
 }  // namespace
+
+// The README's "C++ API in ten lines", run on the demo model: empty skeleton, load_checkpoint_and_dispatch with
+// device_map "auto" under a small cpu budget, forward — the same logits as the resident model.
+#include "ferry/big_modeling/load_checkpoint.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/nn/empty_weights.h"
+
+namespace {
+
+TEST_F(FerryCli, ReadmeApiExampleRuns) {
+  const std::string folder = model_.string();
+  auto config = ferry::models::ConfigJson::read(folder);
+  std::shared_ptr<ferry::models::CausalLM> model;
+  { auto guard = ferry::nn::init_empty_weights(); model = ferry::models::AutoModelForCausalLM::from_config(config, ferry::DType::BF16); }
+  ferry::LoadAndDispatchOptions o{.device_map = std::string("auto"), .no_split_module_classes = {"LlamaDecoderLayer"}};
+  o.max_memory = ferry::MaxMemory::from_flag("cpu=1MB"); o.offload_folder = (dir_ / "readme-offload").string();
+  auto result = ferry::load_checkpoint_and_dispatch(*model, folder, o);
+  auto logits = model->logits(ferry::Tensor::from_vector<int64_t>({1, 450, 7483 % 2048}, {3}));
+
+  auto resident = ferry::models::AutoModelForCausalLM::from_pretrained(folder);
+  auto want = resident->logits(ferry::Tensor::from_vector<int64_t>({1, 450, 7483 % 2048}, {3}));
+  EXPECT_EQ(logits.shape(), (ferry::Shape{3, 2048}));
+  EXPECT_EQ(logits.to_vector<float>(), want.to_vector<float>());
+  bool disk = false;
+  for (const auto& [name, d] : result.device_map) disk |= d.is_disk();
+  EXPECT_TRUE(disk) << result.device_map.to_json();
+}
+
+}  // namespace
