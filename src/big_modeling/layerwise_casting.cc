@@ -2,6 +2,12 @@
 #include "ferry/big_modeling/layerwise_casting.h"
 
 #include <algorithm>
+
+// GCC 12 reports a false -Wmaybe-uninitialized inside libstdc++'s <regex> at -O2 (GCC bug 105562).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <regex>
 
 #include "ferry/core/error.h"
@@ -71,3 +77,7 @@ void attach_layerwise_casting_hooks(nn::Module& model, DType storage_dtype, DTyp
 }
 
 }  // namespace ferry
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
