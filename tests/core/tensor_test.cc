@@ -85,6 +85,20 @@ TEST(Tensor, AllocationsAreCountedAndReleased) {
   EXPECT_EQ(memory_stats(Device::cpu()).peak, before.current);
 }
 
+// Large host buffers start on a 2 MiB boundary (so transparent huge pages can back them) and are not padded to
+// whole huge pages: the counted bytes are the tensor's own.
+TEST(Tensor, LargeHostBuffersAreHugePageAligned) {
+  const int64_t before = memory_stats(Device::cpu()).current;
+  {
+    Tensor big = Tensor::empty({(int64_t{2} << 20) + 12}, DType::U8);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big.raw_data()) % (std::uintptr_t{2} << 20), 0u);
+    EXPECT_EQ(memory_stats(Device::cpu()).current - before, (int64_t{2} << 20) + 12);
+    Tensor small = Tensor::empty({1000}, DType::U8);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.raw_data()) % 64, 0u);
+  }
+  EXPECT_EQ(memory_stats(Device::cpu()).current, before);
+}
+
 TEST(Tensor, ViewsShareStorage) {
   Tensor t = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5}, {3, 2});
   Tensor rows = t.slice(1, 3);
