@@ -59,9 +59,11 @@ struct Case {
 };
 
 // GEMV (M = 1) and GEMM shapes: tails of every block size (MR 6, NR 16, KC 256, NC 64, MC 288 rows per pass).
-const Case kCases[] = {{1, 1, 1},    {1, 7, 33},   {1, 33, 4097}, {1, 5, 7},     {1, 70, 300},  {2, 7, 33},
-                       {7, 33, 5},   {6, 16, 256}, {13, 37, 300}, {33, 70, 257}, {300, 19, 17}, {5, 129, 513},
-                       {1, 3, 0},    {4, 3, 0}};
+// The GEMV walks rows one at a time up to K = 4096 and eight at a time above: {1, 17, 4096} and {1, 33, 4097}
+// sit on either side of that switch.
+const Case kCases[] = {{1, 1, 1},    {1, 7, 33},   {1, 33, 4097}, {1, 17, 4096}, {1, 5, 7},     {1, 70, 300},
+                       {2, 7, 33},   {7, 33, 5},   {6, 16, 256},  {13, 37, 300}, {33, 70, 257}, {300, 19, 17},
+                       {5, 129, 513}, {1, 3, 0},   {4, 3, 0}};
 
 TEST(Linear, EveryDTypeAndIsaMatchesNaiveReference) {
   for (DType wt : kWeightDTypes)
