@@ -13,11 +13,6 @@
 namespace ferry {
 namespace {
 
-bool covers(const std::string& module, const std::string& tensor) {
-  return module.empty() || tensor == module ||
-         (tensor.size() > module.size() && tensor.compare(0, module.size(), module) == 0 && tensor[module.size()] == '.');
-}
-
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + (n.empty() ? std::string("\"\"") : n);
@@ -47,7 +42,7 @@ void guard_moves(nn::Module& model) {
 io::StateDict extract_submodules_state_dict(const io::StateDict& state_dict, const std::vector<std::string>& module_names) {
   io::StateDict out;
   for (const auto& [name, t] : state_dict)
-    if (std::any_of(module_names.begin(), module_names.end(), [&](const std::string& m) { return covers(m, name); }))
+    if (std::any_of(module_names.begin(), module_names.end(), [&](const std::string& m) { return module_covers(m, name); }))
       out.set(name, t);
   return out;
 }
@@ -58,7 +53,7 @@ io::StateDict extract_submodules_state_dict(const io::StateDict& state_dict, con
 static void check_dispatchable(const nn::Module& model, const DeviceMap& device_map, Device main) {
   for (const auto& [outer, d1] : device_map)
     for (const auto& [inner, d2] : device_map)
-      if (outer != inner && covers(outer, inner))
+      if (outer != inner && module_covers(outer, inner))
         throw Error("device map entry \"" + inner + "\" is nested inside entry \"" + outer + "\"", "dispatch_model",
                     "give each module one entry: list the siblings of \"" + inner + "\" instead of their parent");
   auto offloaded = [&](const std::string& name) {

@@ -15,6 +15,18 @@ using test::ModelForTest;
 
 DeviceMap J(const char* json) { return DeviceMap::from_json(json); }
 
+TEST(ModuleCovers, WholeComponentPrefixesOnly) {
+  EXPECT_TRUE(module_covers("", "anything.at.all"));
+  EXPECT_TRUE(module_covers("", ""));
+  EXPECT_TRUE(module_covers("a.1", "a.1"));
+  EXPECT_TRUE(module_covers("a.1", "a.1.weight"));
+  EXPECT_FALSE(module_covers("a.1", "a.10"));
+  EXPECT_FALSE(module_covers("a.1", "a.10.weight"));
+  EXPECT_FALSE(module_covers("a.1", "a"));
+  EXPECT_FALSE(module_covers("a.1.weight", "a.1"));
+  EXPECT_FALSE(module_covers("b", "a.b"));
+}
+
 TEST(CheckDeviceMap, AccelerateCases) {
   ModelForTest model;
   EXPECT_NO_THROW(check_device_map(model, J(R"({"": 0})")));

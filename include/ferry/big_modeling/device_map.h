@@ -75,6 +75,11 @@ class DeviceMap {
   std::unordered_map<std::string, std::size_t> index_;  // key -> position in entries_
 };
 
+/// Whether the device-map key `module` covers the tensor or module `name`: "" covers everything; otherwise `name`
+/// is `module` itself or lies below it at a component boundary ("a.1" covers "a.1.weight", never "a.10.weight").
+/// Accelerate: the `name == module or name.startswith(module + ".")` tests of accelerate.utils.modeling.
+bool module_covers(std::string_view module, std::string_view name);
+
 /// Prints the one-line JSON form (for logs and test failures).
 std::ostream& operator<<(std::ostream& os, const DeviceMap& device_map);
 

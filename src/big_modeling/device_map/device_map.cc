@@ -53,6 +53,11 @@ std::optional<std::string> DeviceMap::key_for(std::string_view name) const {
   }
 }
 
+bool module_covers(std::string_view module, std::string_view name) {
+  return module.empty() || (name.size() >= module.size() && name.compare(0, module.size(), module) == 0 &&
+                            (name.size() == module.size() || name[module.size()] == '.'));
+}
+
 std::optional<Device> DeviceMap::device_for(std::string_view name) const {
   auto key = key_for(name);
   if (!key) return std::nullopt;

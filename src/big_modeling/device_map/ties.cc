@@ -3,14 +3,15 @@
 // split replaces a module with.
 #include <algorithm>
 
+#include "ferry/big_modeling/device_map.h"
 #include "ferry/nn/module.h"
 #include "planner.h"
 
 namespace ferry::detail {
 
 bool is_inside(const std::string& name, const std::string& module) {
-  return name.size() >= module.size() && name.compare(0, module.size(), module) == 0 &&
-         (name.size() == module.size() || name[module.size()] == '.');
+  // Accelerate's planner tests `name == module or name.startswith(module + ".")`: the root "" contains no name.
+  return module.empty() ? name.empty() : module_covers(module, name);
 }
 
 std::vector<std::string> outside_tied_params(const std::string& name, const TiedGroups& tied) {
