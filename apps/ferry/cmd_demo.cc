@@ -22,11 +22,6 @@ struct DemoOpts {
   int threads = 0;
 };
 
-Tensor ids_tensor(const std::vector<text::TokenId>& ids) {
-  std::vector<int64_t> v(ids.begin(), ids.end());
-  return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
-}
-
 // Max |offloaded - resident| over the recorded steps: the resident model replays prompt + generated tokens.
 double verify_against_resident(const std::filesystem::path& folder, const text::GenerateResult& r, int threads) {
   ModelFlags flags;
@@ -37,7 +32,8 @@ double verify_against_resident(const std::filesystem::path& folder, const text::
   auto cache = resident.model->make_cache();
   double max_diff = 0;
   for (std::size_t step = 0; step < r.step_logits.size(); ++step) {
-    Tensor input = step == 0 ? ids_tensor(r.prompt_ids) : ids_tensor({r.generated_ids[step - 1]});
+    const text::TokenId last = step == 0 ? 0 : r.generated_ids[step - 1];
+    Tensor input = step == 0 ? text::token_ids_tensor(r.prompt_ids) : text::token_ids_tensor({&last, 1});
     std::vector<float> want = resident.model->logits(input, cache, 1).to_vector<float>();
     const auto& got = r.step_logits[step];
     for (std::size_t i = 0; i < want.size(); ++i)

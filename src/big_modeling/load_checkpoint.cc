@@ -18,13 +18,6 @@
 namespace ferry {
 namespace {
 
-std::string list_names(const std::vector<std::string>& names, std::size_t max = 10) {
-  std::string out;
-  for (std::size_t i = 0; i < names.size() && i < max; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > max) out += ", ... (" + std::to_string(names.size()) + " in all)";
-  return out;
-}
-
 // keep_in_fp32_modules: a key matches a whole dotted component run of the tensor name (Accelerate's substring
 // test "key in name and key + '.' in name" without its false positives, e.g. "norm" in "layernorm.weight").
 bool keep_in_fp32(const std::string& name, const std::vector<std::string>& keys) {
@@ -99,7 +92,7 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
     for (const auto& [name, t] : sd)
       if (!model_keys.count(name)) unexpected.push_back(name);
     if (o.strict && !unexpected.empty())
-      throw Error("checkpoint tensors not in the model: " + list_names(unexpected), shard.string(),
+      throw Error("checkpoint tensors not in the model: " + list_for_error(unexpected), shard.string(),
                   "is this checkpoint for this architecture? (strict loading)");
     result.unexpected_keys.insert(result.unexpected_keys.end(), unexpected.begin(), unexpected.end());
     progress.tensors_in_shard = sd.size();
@@ -167,9 +160,9 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
   std::sort(result.missing_keys.begin(), result.missing_keys.end());
   if (!result.unexpected_keys.empty())
     log_warning("Some weights of the checkpoint at {} were not used when initializing {}: {}", checkpoint.string(),
-                model.type_name(), list_names(result.unexpected_keys));
+                model.type_name(), list_for_error(result.unexpected_keys));
   if (!result.missing_keys.empty()) {
-    std::string msg = "weights missing from the checkpoint (left uninitialised): " + list_names(result.missing_keys);
+    std::string msg = "weights missing from the checkpoint (left uninitialised): " + list_for_error(result.missing_keys);
     if (o.strict) throw Error(msg, checkpoint.string(), "is this checkpoint complete and for this model?");
     log_warning("{}: {}", checkpoint.string(), msg);
   }

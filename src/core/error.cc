@@ -22,4 +22,11 @@ Error Error::with_context(const std::string& outer) const {
   return Error(problem_, where_.empty() ? outer : outer + ": " + where_, hint_);
 }
 
+std::string list_for_error(const std::vector<std::string>& names, std::size_t shown) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
 }  // namespace ferry

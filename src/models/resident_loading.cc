@@ -24,13 +24,6 @@ bool is_stale_buffer(std::string_view key) {
   return key == "attn.bias" || key == "attn.masked_bias";
 }
 
-std::string list_names(const std::vector<std::string>& names, std::size_t shown = 8) {
-  std::string s;
-  for (std::size_t i = 0; i < names.size() && i < shown; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > shown) s += ", ... (" + std::to_string(names.size()) + " in all)";
-  return s;
-}
-
 }  // namespace
 
 void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files, const LoadProgressCallback& on_progress) {
@@ -75,14 +68,14 @@ void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files, co
   }
   if (!missing.empty()) {
     throw Error("the checkpoint lacks " + std::to_string(missing.size()) + " tensor(s) " + model.type_name() +
-                    " needs: " + list_names(missing),
+                    " needs: " + list_for_error(missing),
                 files.folder.string(),
                 "Are config.json and the weights from the same model? (transformers would initialise them randomly; "
                 "ferry refuses.)");
   }
   if (!unexpected.empty()) {
     log_warning("{}: {} checkpoint tensor(s) are not used by {}: {}", files.folder.string(), unexpected.size(),
-                model.type_name(), list_names(unexpected));
+                model.type_name(), list_for_error(unexpected));
   }
 }
 

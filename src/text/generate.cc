@@ -13,12 +13,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-Tensor ids_tensor(std::span<const TokenId> ids) {
+}  // namespace
+
+Tensor token_ids_tensor(std::span<const TokenId> ids) {
   std::vector<int64_t> v(ids.begin(), ids.end());
   return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
 }
-
-}  // namespace
 
 GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
                         const GenerateOptions& options, const TokenCallback& on_token) {
@@ -41,7 +41,7 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
 
   // Prefill: the whole prompt in one forward, logits of the last position only.
   auto t0 = Clock::now();
-  Tensor logits = model.logits(ids_tensor(prompt_ids), cache, 1);
+  Tensor logits = model.logits(token_ids_tensor(prompt_ids), cache, 1);
   result.timings.prefill_seconds = seconds_since(t0);
   result.timings.prompt_tokens = prompt_ids.size();
 
@@ -59,7 +59,7 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
     if (on_token && !on_token(s.text, next)) go_on = false;
     if (!go_on) break;
     const TokenId one[] = {next};
-    logits = model.logits(ids_tensor(one), cache, 1);
+    logits = model.logits(token_ids_tensor(one), cache, 1);
   }
   result.timings.decode_seconds = seconds_since(t_decode);
   result.timings.generated_tokens = result.generated_ids.size();

@@ -6,8 +6,10 @@
 // Internal invariants are not checked with Error; they are assertions.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ferry {
 
@@ -29,5 +31,8 @@ class Error : public std::runtime_error {
   static std::string compose(const std::string& problem, const std::string& where, const std::string& hint);
   std::string problem_, where_, hint_;
 };
+
+/// Names for an error message: the first `shown` joined by ", ", then "... (N in all)" when there are more.
+std::string list_for_error(const std::vector<std::string>& names, std::size_t shown = 8);
 
 }  // namespace ferry

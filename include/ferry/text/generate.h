@@ -53,6 +53,9 @@ struct GenerateResult {
 /// character yet) and the token id. Return false to stop generating.
 using TokenCallback = std::function<bool(std::string_view text, TokenId id)>;
 
+/// Token ids as the [n] int64 tensor CausalLM::logits takes.
+Tensor token_ids_tensor(std::span<const TokenId> ids);
+
 /// Generates from token ids. `tokenizer` may be null: then no text is produced (ids only) and stop strings
 /// cannot match. Throws ferry::Error for an empty prompt or an id outside the model's vocabulary.
 GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
