@@ -50,9 +50,34 @@ void rows(const void* w, int64_t K, const float* x, const float* bias, float* y,
   }
 }
 
-// The fp8 variant: 16 elements per row per step through load16_fp8, summed in its scaled domain.
-template <DType T, int R>
-void rows_fp8(const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n) {
+// Kernels over 16-element blocks, for the dtypes whose cheapest load yields 16 elements as two 8-lane vectors (lo,
+// hi): a Block loader fills them for row r at element k, and x_block holds x arranged to match (lo pairs with
+// x_block[k..k+7], hi with x_block[k+8..k+15]); tails use x itself. scale() undoes a loader's scaled domain.
+//  - fp8: 16 bytes through load16_fp8, x as is, sums in the 2^-8-scaled domain for e4m3fn.
+//  - bf16 with 32-byte loads: of 16 elements read as eight 32-bit words, the even ones are the words shifted left by
+//    16 and the odd ones the words with the low half masked off, so x is pre-arranged per 16-block as
+//    [x0 x2 .. x14 | x1 x3 .. x15]. Half the loads of load8 and no shuffles: decode is limited by how many
+//    instructions sit between misses, not by arithmetic.
+template <DType T>
+struct Fp8Block {
+  void operator()(const char* r, int64_t k, __m256& lo, __m256& hi) const { load16_fp8<T>(r, k, lo, hi); }
+  static float scale() { return fp8_scale<T>(); }
+};
+
+struct Bf16Block {
+  __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  void operator()(const char* r, int64_t k, __m256& lo, __m256& hi) const {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2 * k));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    hi = _mm256_castsi256_ps(_mm256_and_si256(v, odd_mask));
+  }
+  static float scale() { return 1.0f; }
+};
+
+// R rows at once, one 16-element block per row per step (the interleaved traversal).
+template <DType T, int R, class Block>
+void rows_by16(const void* w, int64_t K, const float* x_block, const float* x, const float* bias, float* y, int64_t n,
+               const Block& block) {
   const char* r[R];
   FERRY_UNROLL
   for (int j = 0; j < R; ++j) r[j] = row_ptr<T>(w, n + j, K);
@@ -61,69 +86,39 @@ void rows_fp8(const void* w, int64_t K, const float* x, const float* bias, float
   for (auto& v : a) v = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 16 <= K; k += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    const __m256 x0 = _mm256_loadu_ps(x_block + k), x1 = _mm256_loadu_ps(x_block + k + 8);
     FERRY_UNROLL
     for (int j = 0; j < R; ++j) {
       __m256 lo, hi;
-      load16_fp8<T>(r[j], k, lo, hi);
+      block(r[j], k, lo, hi);
       a[j] = _mm256_fmadd_ps(hi, x1, _mm256_fmadd_ps(lo, x0, a[j]));
     }
   }
+  FERRY_UNROLL
   for (int j = 0; j < R; ++j) {
-    float acc = hsum(a[j]) * fp8_scale<T>();
+    float acc = hsum(a[j]) * Block::scale();
     for (int64_t t = k; t < K; ++t) acc += load_f32(T, r[j], t) * x[t];
     y[n + j] = bias ? acc + bias[n + j] : acc;
   }
 }
 
-// bf16 with 32-byte loads: of 16 elements read as eight 32-bit words, the even ones are the words shifted left by
-// 16 and the odd ones the words with the low half masked off, so x is pre-arranged per 16-block as
-// [x0 x2 .. x14 | x1 x3 .. x15]. Half the loads of load8 and no shuffles: decode is limited by how many
-// instructions sit between misses, not by arithmetic.
-template <int R>
-void rows_bf16(const void* w, int64_t K, const float* x_eo, const float* x, const float* bias, float* y, int64_t n) {
-  const char* r[R];
-  FERRY_UNROLL
-  for (int j = 0; j < R; ++j) r[j] = row_ptr<DType::BF16>(w, n + j, K);
-  __m256 a[R];
-  FERRY_UNROLL
-  for (auto& v : a) v = _mm256_setzero_ps();
-  const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    const __m256 xe = _mm256_loadu_ps(x_eo + k), xo = _mm256_loadu_ps(x_eo + k + 8);
-    FERRY_UNROLL
-    for (int j = 0; j < R; ++j) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r[j] + 2 * k));
-      a[j] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), xe, a[j]);
-      a[j] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, odd_mask)), xo, a[j]);
-    }
-  }
-  FERRY_UNROLL
-  for (int j = 0; j < R; ++j) {
-    float acc = hsum(a[j]);
-    for (int64_t t = k; t < K; ++t) acc += load_f32(DType::BF16, r[j], t) * x[t];
-    y[n + j] = bias ? acc + bias[n + j] : acc;
-  }
-}
-
-// One bf16 row, 32 elements per step into four accumulators (the one-stream traversal).
-void row1_bf16(const void* w, int64_t K, const float* x_eo, const float* x, const float* bias, float* y, int64_t n) {
-  const char* r = row_ptr<DType::BF16>(w, n, K);
+// One row, two blocks (32 elements) per step into four accumulators (the one-stream traversal).
+template <DType T, class Block>
+void row1_by16(const void* w, int64_t K, const float* x_block, const float* x, const float* bias, float* y, int64_t n,
+               const Block& block) {
+  const char* r = row_ptr<T>(w, n, K);
   __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  const __m256i odd_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   int64_t k = 0;
   for (; k + 32 <= K; k += 32)
     FERRY_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + 2 * (k + 16 * h)));
-      a[2 * h] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_loadu_ps(x_eo + k + 16 * h),
-                                 a[2 * h]);
-      a[2 * h + 1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v, odd_mask)),
-                                     _mm256_loadu_ps(x_eo + k + 16 * h + 8), a[2 * h + 1]);
+      __m256 lo, hi;
+      block(r, k + 16 * h, lo, hi);
+      a[2 * h] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x_block + k + 16 * h), a[2 * h]);
+      a[2 * h + 1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x_block + k + 16 * h + 8), a[2 * h + 1]);
     }
-  float acc = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
-  for (; k < K; ++k) acc += load_f32(DType::BF16, r, k) * x[k];
+  float acc = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]))) * Block::scale();
+  for (; k < K; ++k) acc += load_f32(T, r, k) * x[k];
   y[n] = bias ? acc + bias[n] : acc;
 }
 
@@ -132,10 +127,11 @@ void gemv_bf16(const void* w, int64_t K, const float* x, const float* bias, floa
   x_eo.resize(static_cast<std::size_t>(K));
   for (int64_t k = 0; k + 16 <= K; k += 16)
     for (int i = 0; i < 8; ++i) x_eo[k + i] = x[k + 2 * i], x_eo[k + 8 + i] = x[k + 2 * i + 1];
+  const Bf16Block block;
   int64_t n = n0;
   if (!stream_one_row(K))
-    for (; n + 8 <= n1; n += 8) rows_bf16<8>(w, K, x_eo.data(), x, bias, y, n);
-  for (; n < n1; ++n) row1_bf16(w, K, x_eo.data(), x, bias, y, n);
+    for (; n + 8 <= n1; n += 8) rows_by16<DType::BF16, 8>(w, K, x_eo.data(), x, bias, y, n, block);
+  for (; n < n1; ++n) row1_by16<DType::BF16>(w, K, x_eo.data(), x, bias, y, n, block);
 }
 
 template <DType T>
@@ -152,33 +148,15 @@ void row1(const void* w, int64_t K, const float* x, const float* bias, float* y,
   y[n] = bias ? acc + bias[n] : acc;
 }
 
-// One fp8 row, 32 elements per step into four accumulators (the one-stream traversal).
-template <DType T>
-void row1_fp8(const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n) {
-  const char* r = row_ptr<T>(w, n, K);
-  __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32)
-    FERRY_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      __m256 lo, hi;
-      load16_fp8<T>(r, k + 16 * h, lo, hi);
-      a[2 * h] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x + k + 16 * h), a[2 * h]);
-      a[2 * h + 1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + k + 16 * h + 8), a[2 * h + 1]);
-    }
-  float acc = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]))) * fp8_scale<T>();
-  for (; k < K; ++k) acc += load_f32(T, r, k) * x[k];
-  y[n] = bias ? acc + bias[n] : acc;
-}
-
 template <DType T>
 void gemv_rows(const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n0, int64_t n1) {
   int64_t n = n0;
   const bool one_row = stream_one_row(K);
   if constexpr (T == DType::F8_E4M3FN || T == DType::F8_E5M2) {
+    const Fp8Block<T> block;
     if (!one_row)
-      for (; n + 8 <= n1; n += 8) rows_fp8<T, 8>(w, K, x, bias, y, n);
-    for (; n < n1; ++n) row1_fp8<T>(w, K, x, bias, y, n);
+      for (; n + 8 <= n1; n += 8) rows_by16<T, 8>(w, K, x, x, bias, y, n, block);
+    for (; n < n1; ++n) row1_by16<T>(w, K, x, x, bias, y, n, block);
     return;
   }
   if (!one_row) {
