@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <functional>
 
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
+#include "support/error_of.h"
 #include "support/hf_folder.h"
 
 namespace ferry::models {
@@ -24,14 +24,7 @@ using nlohmann::json;
 
 ConfigJson cfg(const json& j) { return ConfigJson::from_json(j, "test/config.json"); }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(ConfigJson, TypedGettersUseDefaultsForAbsentAndNullKeys) {
   ConfigJson c = cfg({{"a", 3}, {"b", 1e-5}, {"c", true}, {"d", "silu"}, {"n", nullptr}});

@@ -16,6 +16,7 @@
 #include "ferry/io/safetensors.h"
 #include "ferry/nn/init.h"
 #include "ferry/nn/module_tensors.h"
+#include "support/error_of.h"
 #include "support/hf_folder.h"
 
 namespace ferry::models {
@@ -26,14 +27,7 @@ namespace fs = std::filesystem;
 
 Tensor prompt() { return Tensor::from_vector(std::vector<int64_t>{3, 14, 15, 92, 65, 35, 89, 7}, {8}); }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 // Rewrites folder/model.safetensors through `edit`.
 void edit_checkpoint(const fs::path& folder, const std::function<void(io::StateDict&)>& edit) {

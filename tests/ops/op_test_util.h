@@ -15,6 +15,7 @@
 #include "ferry/core/error.h"
 #include "ferry/core/storage.h"
 #include "ferry/core/tensor.h"
+#include "support/error_of.h"
 
 namespace ferry::ops::optest {
 
@@ -98,19 +99,6 @@ inline ::testing::AssertionResult all_equal(const std::vector<float>& got, const
   return all_close(got, want, 0.0, 0.0);
 }
 
-/// The message of the ferry::Error `fn` throws; fails the test when it throws nothing or something else.
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected ferry::Error, got std::exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected ferry::Error, nothing was thrown";
-  return {};
-}
+using test::error_of;
 
 }  // namespace ferry::ops::optest
