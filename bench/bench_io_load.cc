@@ -6,12 +6,21 @@
 //   Views         open every shard and take every tensor in its own dtype (zero-copy: should be ~free)
 //   ViewsTouch    the same, then read every byte of every view through the mapping (the real cost of using them)
 //   Cast/<to>     open every shard and convert every tensor (bf16 -> f32 for a bf16 checkpoint, f32 -> bf16 for
-//                 an f32 one) into a newly allocated tensor, dropped right away (a loader streaming into a model
+//                 an f32 one) into a newly allocated tensor, all kept until the clock stops (a load into a model
 //                 of another dtype; the new memory's first-touch page faults are part of the cost)
 //   Paired        six rounds of Read, Cast and CastInto timed back to back; the medians of the per-round ratios
 //                 (the figures to trust on a machine whose speeds drift)
 //   CastInto      the same conversion into one reused destination (SafetensorsFile::read_into): reading +
 //                 converting without the allocation, e.g. into preallocated parameters or a staging buffer
+//   FreshTouch    no file at all: allocate tensors of the cast's output size and write one byte per 4 KiB page,
+//                 kept like Cast's. This is what the kernel charges for new memory (faults and zeroing), which
+//                 any loader returning new tensors of that size pays; Read / FreshTouch is therefore the highest
+//                 ratio a Cast can reach on this machine, whatever its conversion and I/O cost.
+//   FreshTouchIdle  the same after 3 s of sleep (not timed). On a VM whose balloon reports free pages to the host
+//                 (virtio-balloon free page reporting, ~2 s after a free), memory freed that long ago has been taken
+//                 back by the host, and touching it again costs a host fault per page. A cold load, which waits on
+//                 the disk for about a second, gets such memory for its output; a warm one, run right after the
+//                 previous round freed its tensors, mostly does not.
 // Each runs "warm" (files in the page cache) and "cold" (each shard evicted with posix_fadvise(DONTNEED) before
 // every iteration: only our files, nothing system-wide). Ratios = baseline time / time (>= 1 is at least as fast
 // as reading the bytes; the target for casts is >= 0.9).
@@ -30,6 +39,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ferry/core/thread_pool.h"
@@ -161,19 +171,42 @@ uint64_t cast_into(const Checkpoint& ck, DType to) {
   return sum;
 }
 
+// What a load produces stays alive until the timing ends, as a loaded model would hold it: freeing each tensor right
+// away would let the allocator hand the same pages to the next one (glibc reuses freed chunks below its mmap
+// threshold), which no real load gets. Released after the clock stops.
+std::vector<Tensor> g_loaded;
+
 uint64_t cast(const Checkpoint& ck, DType to) {
   uint64_t sum = 0;
   for (const auto& s : ck.shards) {
     const io::SafetensorsFile f = io::SafetensorsFile::open(s);
     for (const auto& e : f.entries()) {
-      const Tensor t = f.get(e.name, to);  // converted copy; dropped right away, as a streaming loader would
-      sum += *static_cast<const uint8_t*>(t.raw_data());
+      g_loaded.push_back(f.get(e.name, to));
+      sum += *static_cast<const uint8_t*>(g_loaded.back().raw_data());
     }
   }
   return sum;
 }
 
-enum class Kind { Read, Views, ViewsTouch, Cast, CastInto };
+uint64_t fresh_touch(const Checkpoint& ck, DType to) {
+  uint64_t sum = 0;
+  for (const auto& s : ck.shards) {
+    const io::SafetensorsFile f = io::SafetensorsFile::open(s);
+    for (const auto& e : f.entries()) {
+      g_loaded.push_back(Tensor::empty(e.shape, to));
+      auto* p = static_cast<uint8_t*>(g_loaded.back().raw_data());
+      const auto bytes = static_cast<int64_t>(g_loaded.back().nbytes());
+      // Both threads, as the casts' conversion runs on both (the kernel zeroes a page on the core that faults it).
+      parallel_for(0, bytes, 1 << 21, [p](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; i += 4096) p[i] = 1;
+      });
+      sum += p[0];
+    }
+  }
+  return sum;
+}
+
+enum class Kind { Read, Views, ViewsTouch, Cast, CastInto, FreshTouch, FreshTouchIdle };
 
 // One checkpoint on disk at a time (disk space is limited): written when its first benchmark runs.
 const Checkpoint& checkpoint(const std::string& name) {
@@ -195,9 +228,10 @@ void run(benchmark::State& state, const std::string& name, const std::string& ck
   const DType to = ck.dtype == DType::BF16 ? DType::F32 : DType::BF16;
   double best = 1e30;
   for (auto _ : state) {
-    if (cold) {
+    if (cold || kind == Kind::FreshTouchIdle) {
       state.PauseTiming();
-      evict(ck);
+      if (cold) evict(ck);
+      if (kind == Kind::FreshTouchIdle) std::this_thread::sleep_for(std::chrono::seconds(3));
       state.ResumeTiming();
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -208,9 +242,14 @@ void run(benchmark::State& state, const std::string& name, const std::string& ck
       case Kind::ViewsTouch: r = views(ck, true); break;
       case Kind::Cast: r = cast(ck, to); break;
       case Kind::CastInto: r = cast_into(ck, to); break;
+      case Kind::FreshTouch:
+      case Kind::FreshTouchIdle: r = fresh_touch(ck, to); break;
     }
     benchmark::DoNotOptimize(r);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    state.PauseTiming();
+    g_loaded.clear();
+    state.ResumeTiming();
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * ck.bytes));
   g_best[name] = best;
@@ -222,37 +261,47 @@ void run(benchmark::State& state, const std::string& name, const std::string& ck
 // eviction can pay more than the others.
 // This VM's disk and memory speeds drift by tens of percent between minutes, which best-of-3 runs measured one
 // benchmark after the other do not cancel.
-std::map<std::string, std::pair<double, double>> g_paired;  // name -> median (cast, cast_into) ratios
+struct PairedRatios {
+  double cast = 0, cast_into = 0, fresh = 0;  // medians of read time / time
+};
+std::map<std::string, PairedRatios> g_paired;
 
 void paired(benchmark::State& state, const std::string& name, const std::string& ck_name, bool cold) {
   const Checkpoint& ck = checkpoint(ck_name);
   const DType to = ck.dtype == DType::BF16 ? DType::F32 : DType::BF16;
-  std::vector<double> cast_ratio, into_ratio;
+  std::vector<double> cast_ratio, into_ratio, fresh_ratio;
   auto timed = [&](auto&& fn) {
     if (cold) evict(ck);
     const auto t0 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(fn());
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g_loaded.clear();
+    return seconds;
   };
   int round = 0;
   for (auto _ : state) {
-    double t[3];  // read, cast, cast-into; the order rotates each round so none always runs first (cold first)
-    for (int k = 0; k < 3; ++k) {
-      const int which = (k + round) % 3;
+    double t[4];  // read, cast, cast-into, fresh-touch; the order rotates each round so none always runs first
+    for (int k = 0; k < 4; ++k) {
+      const int which = (k + round) % 4;
       t[which] = which == 0   ? timed([&] { return read_all(ck); })
                  : which == 1 ? timed([&] { return cast(ck, to); })
-                              : timed([&] { return cast_into(ck, to); });
+                 : which == 2 ? timed([&] { return cast_into(ck, to); })
+                              : timed([&] { return fresh_touch(ck, to); });
     }
     ++round;
     cast_ratio.push_back(t[0] / t[1]);
     into_ratio.push_back(t[0] / t[2]);
+    fresh_ratio.push_back(t[0] / t[3]);
   }
-  std::sort(cast_ratio.begin(), cast_ratio.end());
-  std::sort(into_ratio.begin(), into_ratio.end());
-  const auto median = [](const std::vector<double>& v) { return v[v.size() / 2]; };
-  state.counters["cast_ratio_median"] = median(cast_ratio);
-  state.counters["cast_into_ratio_median"] = median(into_ratio);
-  g_paired[name] = {median(cast_ratio), median(into_ratio)};
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const PairedRatios r{median(cast_ratio), median(into_ratio), median(fresh_ratio)};
+  state.counters["cast_ratio_median"] = r.cast;
+  state.counters["cast_into_ratio_median"] = r.cast_into;
+  state.counters["fresh_touch_ratio_median"] = r.fresh;
+  g_paired[name] = r;
 }
 
 std::string bench_name(const std::string& ck, const char* what, bool cold) {
@@ -267,8 +316,11 @@ void register_all() {
                                                     {"Views", Kind::Views},
                                                     {"ViewsTouch", Kind::ViewsTouch},
                                                     {nullptr, Kind::Cast},
-                                                    {"CastInto", Kind::CastInto}};
+                                                    {"CastInto", Kind::CastInto},
+                                                    {"FreshTouch", Kind::FreshTouch},
+                                                    {"FreshTouchIdle", Kind::FreshTouchIdle}};
       for (const auto& [what, kind] : kinds) {
+        if (cold && kind == Kind::FreshTouchIdle) continue;  // no file involved: once is enough
         const std::string name = bench_name(ck, what ? what : cast_name.c_str(), cold);
         benchmark::RegisterBenchmark(name.c_str(),
                                      [name, ck, kind = kind, cold](benchmark::State& s) { run(s, name, ck, kind, cold); })
@@ -286,11 +338,13 @@ void register_all() {
 }
 
 void report() {
-  std::printf("\n## bench_io_load: %.1f GiB sharded safetensors (%zu MiB shards), %d threads, best of 3\n\n",
-              config.gib, config.shard_mib, num_threads());
-  std::printf("| checkpoint | cache | Read (cat) | Views | ViewsTouch | Cast | CastInto | Views | Touch | Cast | "
-              "CastInto | Cast, paired | CastInto, paired |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("\n## bench_io_load: %.1f GiB sharded safetensors (%zu MiB shards), %d threads\n\n", config.gib,
+              config.shard_mib, num_threads());
+  std::printf("Ratios are Read time / time (>= 1: at least as fast as read() of the same bytes). Best of 3, then the "
+              "medians of 6 paired rounds.\n\n");
+  std::printf("| checkpoint | cache | Read (cat) | Views | Touch | Cast | CastInto | FreshTouch | FreshTouchIdle | "
+              "Cast, paired | CastInto, paired | FreshTouch, paired (Cast's ceiling) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const auto& [ck_name, ck] : g_checkpoints) {
     const std::string cast_name = ck_name == "bf16" ? "Cast_to_f32" : "Cast_to_bf16";
     for (bool cold : {false, true}) {
@@ -298,24 +352,27 @@ void report() {
         auto it = g_best.find(bench_name(ck_name, what.c_str(), cold));
         return it == g_best.end() ? 0.0 : it->second;
       };
-      const double read = get("Read"), v = get("Views"), touch = get("ViewsTouch"), c = get(cast_name),
-                   into = get("CastInto");
+      const double read = get("Read");
       if (read <= 0) continue;
       const double gb = static_cast<double>(ck.bytes) / 1e9;
-      auto cell = [&](double s) { return s > 0 ? std::to_string(s * 1e3).substr(0, 7) + " ms" : std::string("-"); };
-      auto ratio = [&](double s) { return s > 0 ? read / s : 0.0; };
-      const auto p = g_paired.count(bench_name(ck_name, "Paired", cold)) ? g_paired[bench_name(ck_name, "Paired", cold)]
-                                                                           : std::pair<double, double>{0, 0};
-      std::printf("| %s %.2f GB | %s | %s (%.2f GB/s) | %s | %s | %s | %s | %.0fx | %.2fx | %.2fx | %.2fx | %.2fx | "
-                  "%.2fx |\n",
-                  ck_name.c_str(), gb, cold ? "cold" : "warm", cell(read).c_str(), gb / read, cell(v).c_str(),
-                  cell(touch).c_str(), cell(c).c_str(), cell(into).c_str(), ratio(v), ratio(touch), ratio(c),
-                  ratio(into), p.first, p.second);
+      auto ratio = [&](const std::string& what) {
+        const double s = get(what);
+        return s > 0 ? read / s : 0.0;
+      };
+      const auto idle = g_best.find(bench_name(ck_name, "FreshTouchIdle", false));
+      const double idle_ratio = idle == g_best.end() ? 0.0 : read / idle->second;
+      const auto it = g_paired.find(bench_name(ck_name, "Paired", cold));
+      const PairedRatios p = it == g_paired.end() ? PairedRatios{} : it->second;
+      std::printf("| %s %.2f GB | %s | %.0f ms (%.2f GB/s) | %.0fx | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx | "
+                  "%.2fx | %.2fx |\n",
+                  ck_name.c_str(), gb, cold ? "cold" : "warm", read * 1e3, gb / read, ratio("Views"),
+                  ratio("ViewsTouch"), ratio(cast_name), ratio("CastInto"), ratio("FreshTouch"), idle_ratio, p.cast,
+                  p.cast_into, p.fresh);
     }
   }
-  std::printf("\nCast is %s; ratios are Read time / time (>= 1: at least as fast as read() of the same bytes); "
-              "'paired' columns: medians over 6 rounds of read, cast and cast-into timed back to back.\n",
-              "bf16 -> f32 for the bf16 checkpoint, f32 -> bf16 for the f32 one");
+  std::printf("\nCast is bf16 -> f32 for the bf16 checkpoint, f32 -> bf16 for the f32 one. FreshTouch allocates the "
+              "cast's output and touches each page, nothing else: no cast into new tensors can beat it. "
+              "FreshTouchIdle does the same after 3 s idle (memory a balloon may have returned to the host).\n");
 }
 
 struct RemoveRoot {
