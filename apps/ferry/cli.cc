@@ -44,6 +44,10 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd.add_flag("--no-disk", no_disk, "never offload to disk: fail (with the numbers) when the budget is too small");
+  cmd.add_option("--prefetch", prefetch,
+                 "offloaded modules to read ahead while one computes (default 2; 0: read each when it starts, as "
+                 "Accelerate does)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void ModelFlags::apply() const {
@@ -83,6 +87,7 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   o.dtype = dtype_value();
   if (!offload_folder.empty()) o.offload_folder = offload_folder;
   o.no_split_module_classes = no_split;
+  o.prefetch = prefetch;
   return o;
 }
 

@@ -34,6 +34,7 @@ struct ModelFlags {
   int64_t context = 0;            // tokens of KV cache to reserve in the plan
   bool no_disk = false;           // never plan onto disk: a model that does not fit is an error
   int threads = 0;                // -t; 0 = all cores
+  int prefetch = 2;               // offloaded modules read ahead; 0 = synchronous (Accelerate)
 
   /// Registers the flags on `cmd`; `positional_model` also accepts the folder as the first positional argument.
   void add_to(CLI::App& cmd, bool positional_model = false);

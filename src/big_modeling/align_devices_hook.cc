@@ -8,6 +8,10 @@ namespace ferry {
 
 AlignDevicesHook::AlignDevicesHook(AlignDevicesOptions options) : opts_(std::move(options)) {}
 
+AlignDevicesHook::~AlignDevicesHook() {
+  if (opts_.prefetcher) opts_.prefetcher->remove(this);
+}
+
 std::vector<std::string> AlignDevicesHook::offloaded_names(const nn::Module& module) const {
   std::vector<std::string> out;
   for (auto& [name, t] : nn::named_module_tensors(module, opts_.offload_buffers, opts_.place_submodules,
@@ -41,6 +45,7 @@ void AlignDevicesHook::init_hook(nn::Module& module) {
     if (opts_.tied_params_map && opts_.tied_params_map->count(nn::tensor_data_ptr(t))) tied_params_names_.insert(name);
     nn::set_module_tensor_to_device(module, name, Device::meta());
   }
+  if (opts_.prefetcher && opts_.weights_map) opts_.prefetcher->add(this, opts_.weights_map, offloaded_names(module));
   if (!opts_.execution_device) return;
   if (!opts_.offload_buffers) {
     for (auto& [name, t] : module.named_buffers(recurse))
@@ -59,6 +64,8 @@ nn::Args AlignDevicesHook::pre_forward(nn::Module& module, nn::Args args) {
   if (opts_.offload) {
     if (!opts_.execution_device)
       throw Error("an offloading AlignDevicesHook needs an execution_device", module.type_name());
+    // First, so the next modules' reads start while this one's weights are materialised and it computes.
+    if (opts_.prefetcher) opts_.prefetcher->will_run(this);
     tied_pointers_to_remove_.clear();
     auto* tied = opts_.tied_params_map.get();
     for (const auto& name : offloaded_names(module)) {
@@ -102,6 +109,7 @@ void AlignDevicesHook::forward_failed(nn::Module& module) noexcept {
 
 void AlignDevicesHook::detach_hook(nn::Module& module) {
   if (!opts_.offload) return;
+  if (opts_.prefetcher) opts_.prefetcher->remove(this);
   for (const auto& [name, device] : original_devices_) {
     if (device.is_meta()) continue;
     Tensor value = opts_.weights_map && opts_.weights_map->contains(name) ? opts_.weights_map->get(name) : Tensor{};

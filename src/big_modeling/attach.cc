@@ -23,6 +23,7 @@ AlignDevicesOptions base_options(std::optional<Device> device, const AttachOptio
   a.execution_device = device;
   a.skip_keys = o.skip_keys;
   a.tied_params_map = o.tied_params_map;
+  a.prefetcher = o.prefetcher;
   return a;
 }
 

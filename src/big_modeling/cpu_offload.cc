@@ -23,12 +23,14 @@ Device default_execution_device(const nn::Module& model, std::optional<Device> r
 }
 
 void attach_whole_model(nn::Module& model, Device exec, bool offload_buffers,
-                        std::shared_ptr<const io::WeightsMap> weights_map, const std::vector<std::string>& preload) {
+                        std::shared_ptr<const io::WeightsMap> weights_map, const std::vector<std::string>& preload,
+                        std::shared_ptr<Prefetcher> prefetcher = nullptr) {
   AlignDevicesOptions root;
   root.io_same_device = true;
   nn::add_hook_to_module(model, std::make_shared<AlignDevicesHook>(root), /*append=*/true);
   AttachOptions opts;
   opts.preload_module_classes = preload;
+  opts.prefetcher = std::move(prefetcher);
   attach_align_device_hook(model, exec, /*offload=*/true, std::move(weights_map), offload_buffers, "", opts);
 }
 
@@ -76,7 +78,9 @@ nn::Module& cpu_offload(nn::Module& model, std::optional<Device> execution_devic
 
 nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload_dir,
                          std::optional<Device> execution_device, bool offload_buffers,
-                         const std::vector<std::string>& preload_module_classes) {
+                         const std::vector<std::string>& preload_module_classes, int prefetch) {
+  if (prefetch < 0)
+    throw Error("prefetch must be 0 (off) or a number of modules, got " + std::to_string(prefetch), "disk_offload");
   std::optional<io::OffloadIndex> index;
   if (!std::filesystem::is_regular_file(offload_dir / "index.json")) {
     index = index_from_safetensors_checkpoint(offload_dir);
@@ -94,7 +98,8 @@ nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload
   }
   const Device exec = default_execution_device(model, execution_device);
   auto weights = std::make_shared<io::OffloadedWeightsLoader>(io::StateDict{}, offload_dir, index);
-  attach_whole_model(model, exec, offload_buffers, std::move(weights), preload_module_classes);
+  attach_whole_model(model, exec, offload_buffers, std::move(weights), preload_module_classes,
+                     prefetch > 0 ? std::make_shared<Prefetcher>(prefetch) : nullptr);
   return model;
 }
 

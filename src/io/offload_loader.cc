@@ -1,6 +1,7 @@
 // OffloadedWeightsLoader and PrefixedDataset: the weight maps hooks read offloaded weights from
 // (see include/ferry/io/offload.h).
 #include "ferry/core/error.h"
+#include "ferry/core/mapped_file.h"
 #include "ferry/io/offload.h"
 
 namespace fs = std::filesystem;
@@ -53,6 +54,27 @@ Tensor OffloadedWeightsLoader::get(const std::string& key) const {
     t = load_offloaded_weight(save_folder_ / (key + ".dat"), info);
   }
   return t.to(device_);
+}
+
+void OffloadedWeightsLoader::prefetch(const std::string& key) const noexcept {
+  if (state_dict_.contains(key)) return;
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  const OffloadEntry& info = it->second;
+  try {
+    if (info.in_safetensors()) {
+      fs::path file = info.safetensors_file;
+      if (file.is_relative() && !save_folder_.empty()) file = save_folder_ / file;
+      open_safetensors(file).prefetch(info.weight_name.empty() ? key : info.weight_name);
+    } else if (!save_folder_.empty()) {
+      // get() maps the .dat anew each time: reading it through a mapping of our own fills the page cache the way
+      // get()'s faults would (readahead, large folios), and get()'s mapping then finds every page there.
+      const auto file = MappedFile::open(save_folder_ / (key + ".dat"));
+      file->populate(0, file->size());
+    }
+  } catch (const std::exception&) {
+    // Advice only: a file that cannot be opened here is reported by get(), with its reason.
+  }
 }
 
 PrefixedDataset::PrefixedDataset(std::shared_ptr<const WeightsMap> dataset, std::string prefix)

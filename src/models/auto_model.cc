@@ -111,6 +111,7 @@ void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, con
   if (load.offload_folder) dispatch.offload_dir = load.offload_folder;
   if (has_disk) dispatch.offload_index = loaded.offload_index;
   dispatch.skip_keys = {"past_key_values"};  // transformers' _skip_keys_device_placement
+  dispatch.prefetch = options.prefetch;
   dispatch_model(model, map, dispatch);
 }
 

@@ -178,6 +178,23 @@ TEST_F(FerryCli, GenerateJsonWithPromptIdsAndLogits) {
   EXPECT_EQ(nlohmann::json::parse(resident.out)["generated_ids"], j["generated_ids"]);
 }
 
+TEST_F(FerryCli, DiskOffloadedGenerateIsTheSameWithAndWithoutPrefetch) {
+  const std::string base = "generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --max-memory cpu=2MB "
+                           "--offload-folder " + (dir_ / "prefetch-off").string();
+  CliRun ahead = ferry(base), sync = ferry(base + " --prefetch 0"), deeper = ferry(base + " --prefetch 4");
+  for (const CliRun* r : {&ahead, &sync, &deeper}) ASSERT_EQ(r->code, 0) << r->err;
+  const auto j = nlohmann::json::parse(ahead.out);
+  EXPECT_EQ(j["device_map"]["model.layers.3"], "disk");
+  EXPECT_EQ(nlohmann::json::parse(sync.out)["generated_ids"], j["generated_ids"]);
+  EXPECT_EQ(nlohmann::json::parse(deeper.out)["generated_ids"], j["generated_ids"]);
+  CliRun resident = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
+  ASSERT_EQ(resident.code, 0) << resident.err;
+  EXPECT_EQ(nlohmann::json::parse(resident.out)["generated_ids"], j["generated_ids"]);
+  CliRun bad = ferry(base + " --prefetch -1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_CONTAINS(bad.err, "--prefetch");
+}
+
 TEST_F(FerryCli, NonTtyOutputHasNoControlCharacters) {
   CliRun r = ferry("generate -m " + model_.string() + " -p \"hello world\" -n 3 --device-map auto");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -1,6 +1,9 @@
 #include "ferry/core/tensor.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -150,6 +153,38 @@ TEST(Tensor, MappedViewsAreZeroCopyAndKeepTheFileAlive) {
   EXPECT_TRUE(t.read_only());
   EXPECT_THROW(t.copy_from(Tensor::zeros({3}, DType::F32)), Error);
   EXPECT_THROW(MappedFile::open("/nonexistent/ferry.bin"), Error);
+}
+
+TEST(MappedFile, PopulateReadsAndMapsTheRangeBeforeReturning) {
+  auto path = std::filesystem::temp_directory_path() / "ferry_mapped_populate_test.bin";
+  const std::size_t size = 4u << 20;
+  {
+    std::vector<char> bytes(size, 7);
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(size));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::fsync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  auto file = MappedFile::open(path);
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  auto resident_pages = [&](std::size_t offset, std::size_t len) {
+    std::vector<unsigned char> in(len / page);
+    ::mincore(const_cast<uint8_t*>(file->data()) + offset, len, in.data());
+    std::size_t n = 0;
+    for (unsigned char c : in) n += c & 1;
+    return n;
+  };
+  if (resident_pages(0, size) > size / page / 10) {
+    std::filesystem::remove(path);
+    GTEST_SKIP() << "this filesystem keeps evicted pages";
+  }
+  file->populate(size / 2, size / 4);  // synchronous: no waiting needed
+  EXPECT_EQ(resident_pages(size / 2, size / 4), size / 4 / page);
+  file->populate(size, 100);  // past the end: nothing
+  file->populate(0, 1u << 30);  // clipped to the file
+  EXPECT_EQ(resident_pages(0, size), size / page);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +164,71 @@ TEST(Offload, EntriesPointingIntoSafetensorsAreReadFromThere) {
   const auto j = nlohmann::json::parse(iotest::read_bytes(dir / "offload" / "index.json"));
   EXPECT_EQ(j["w_cast"], nlohmann::json::parse(
                              R"({"safetensors_file": "../model.safetensors", "weight_name": "model.w", "dtype": "float32"})"));
+}
+
+// Fraction of `path`'s pages in the page cache (mincore on a fresh mapping, which itself reads nothing).
+double resident_fraction(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  const auto size = static_cast<std::size_t>(fs::file_size(path));
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)), pages = (size + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  ::mincore(p, size, in.data());
+  ::munmap(p, size);
+  std::size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return static_cast<double>(n) / static_cast<double>(pages);
+}
+
+// Writes the file's pages back and drops them from the page cache. False where the filesystem keeps them (tmpfs).
+bool evict(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::fsync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  return resident_fraction(path) < 0.1;
+}
+
+bool becomes_resident(const fs::path& path) {
+  for (int i = 0; i < 500; ++i) {  // readahead is asynchronous: up to 5 s
+    if (resident_fraction(path) > 0.9) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(Offload, PrefetchReadsDiskWeightsIntoThePageCacheAheadOfGet) {
+  TempDir dir;
+  const Tensor big = Tensor::zeros({1024, 1024}, DType::F32);  // 4 MiB
+  StateDict sd;
+  sd.insert("model.w", big);
+  save_safetensors(sd, dir / "model.safetensors");
+  fs::create_directory(dir / "offload");
+  OffloadIndex index;
+  offload_weight(big, "dat.w", dir / "offload", index);
+  index["st.w"] = OffloadEntry{.safetensors_file = "../model.safetensors", .weight_name = "model.w"};
+  save_offload_index(index, dir / "offload");
+  StateDict ram;
+  ram.insert("ram.w", Tensor::zeros({2}, DType::F32));
+  const OffloadedWeightsLoader w(ram, dir / "offload");
+  if (!evict(dir / "model.safetensors") || !evict(dir / "offload" / "dat.w.dat"))
+    GTEST_SKIP() << "this filesystem keeps evicted pages";
+
+  w.prefetch("st.w");
+  EXPECT_TRUE(becomes_resident(dir / "model.safetensors"));
+  w.prefetch("dat.w");
+  EXPECT_TRUE(becomes_resident(dir / "offload" / "dat.w.dat"));
+  // Through a prefix, as hooks call it.
+  ASSERT_TRUE(evict(dir / "offload" / "dat.w.dat"));
+  PrefixedDataset(std::make_shared<OffloadedWeightsLoader>(ram, dir / "offload"), "dat").prefetch("w");
+  EXPECT_TRUE(becomes_resident(dir / "offload" / "dat.w.dat"));
+  // Advice only: RAM weights and unknown or broken entries are no-ops, get() reports problems as before.
+  w.prefetch("ram.w");
+  w.prefetch("no.such.weight");
+  fs::remove(dir / "offload" / "dat.w.dat");
+  w.prefetch("dat.w");
+  EXPECT_THROW(w.get("dat.w"), Error);
 }
 
 TEST(Offload, OffloadStateDictWritesEverythingAndTheLoaderPrefersRam) {

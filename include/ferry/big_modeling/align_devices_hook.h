@@ -16,8 +16,9 @@
 // Departures from Accelerate: if the forward throws, forward_failed returns offloaded weights to meta (Accelerate
 // leaves them materialised); no class-name special cases (Linear8bitLt).
 //
-// Prefetching slots in through the weights map (io::WeightsMap): a map that returns a tensor already staged on
-// the execution device makes the move in pre_forward free, so this hook's API does not change.
+// Prefetching (beyond Accelerate): with a Prefetcher in the options, the hook registers its module at init_hook
+// and announces each call at the start of pre_forward; the prefetcher then reads the next modules' weights through
+// their weights maps while this one computes (big_modeling/prefetch.h). Without one, loading is synchronous.
 #pragma once
 
 #include <map>
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/big_modeling/prefetch.h"
 #include "ferry/io/offload.h"
 #include "ferry/nn/hooks.h"
 #include "ferry/nn/module_tensors.h"
@@ -51,12 +53,16 @@ struct AlignDevicesOptions {
   std::vector<std::string> skip_keys;
   /// Shared by every hook of a dispatched model: tied weights materialised once per device.
   std::shared_ptr<nn::TiedParamsMap> tied_params_map;
+  /// Shared by every hook of a dispatched model: reads offloaded weights ahead of their module's forward.
+  /// nullptr: each module's weights are read when it starts (Accelerate's behaviour).
+  std::shared_ptr<Prefetcher> prefetcher;
 };
 
 /// Accelerate: AlignDevicesHook
 class AlignDevicesHook : public nn::ModelHook {
  public:
   explicit AlignDevicesHook(AlignDevicesOptions options = {});
+  ~AlignDevicesHook() override;
 
   void init_hook(nn::Module& module) override;
   nn::Args pre_forward(nn::Module& module, nn::Args args) override;

@@ -19,6 +19,8 @@ struct AttachOptions {
   /// (for modules that use a child's weights without calling the child).
   std::vector<std::string> preload_module_classes;
   std::shared_ptr<nn::TiedParamsMap> tied_params_map;
+  /// Given to every offloading hook (see AlignDevicesOptions::prefetcher).
+  std::shared_ptr<Prefetcher> prefetcher;
 };
 
 /// Gives every module that has tensors and no hook yet a plain AlignDevicesHook(execution_device), recursing

@@ -27,10 +27,12 @@ nn::Module& cpu_offload(nn::Module& model, std::optional<Device> execution_devic
 /// folder — or, when the folder holds a safetensors checkpoint instead (model.safetensors or
 /// model.safetensors.index.json), straight from those shards, copying nothing. A meta model with neither is an
 /// error that says so (Accelerate fails with "Cannot copy out of meta tensor", #2129).
+/// Beyond Accelerate: `prefetch` modules ahead are read while one computes (big_modeling/prefetch.h); 0 reads
+/// each module's weights when it starts, as Accelerate does.
 /// Accelerate: disk_offload(model, offload_dir, execution_device, offload_buffers, preload_module_classes)
 nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload_dir,
                          std::optional<Device> execution_device = std::nullopt, bool offload_buffers = false,
-                         const std::vector<std::string>& preload_module_classes = {});
+                         const std::vector<std::string>& preload_module_classes = {}, int prefetch = 2);
 
 class CpuOffloadHook;
 

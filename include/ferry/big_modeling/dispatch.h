@@ -31,6 +31,9 @@ struct DispatchOptions {
   std::vector<std::string> preload_module_classes;
   /// Attach hooks even when the whole map is one device.
   bool force_hooks = false;
+  /// Beyond Accelerate: how many offloaded modules ahead to read while one computes (big_modeling/prefetch.h).
+  /// 0: each module's weights are read when it starts, as Accelerate does. Outputs are identical either way.
+  int prefetch = 2;
 };
 
 /// Accelerate: dispatch_model(model, device_map, main_device, state_dict, offload_dir, offload_index,
@@ -40,7 +43,8 @@ struct DispatchOptions {
 ///  - otherwise cpu and disk modules are offloaded (only disk when the main device is cpu), one weights map
 ///    serves both (RAM first, then the folder), tied weights are materialised once per device, and the root
 ///    returns outputs to the input's device;
-///  - afterwards, Module::to on the model throws while weights are offloaded (and warns otherwise).
+///  - afterwards, Module::to on the model throws while weights are offloaded (and warns otherwise);
+///  - with offloaded modules and options.prefetch > 0, one Prefetcher shared by their hooks reads ahead.
 void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options = {});
 
 /// The tensors of `state_dict` that belong to any of `module_names` (whole dotted components; "" = all).

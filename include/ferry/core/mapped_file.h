@@ -25,6 +25,10 @@ class MappedFile {
 
   /// Hints the kernel to read [offset, offset+len) ahead (MADV_WILLNEED). Best effort.
   void prefetch(std::size_t offset, std::size_t len) const noexcept;
+  /// Reads [offset, offset+len) into memory and maps it, returning when done: what the first accesses would do
+  /// (page faults, with the kernel's readahead), done ahead by whoever calls it, e.g. a prefetch thread
+  /// (MADV_POPULATE_READ; on kernels before 5.14, a read of one byte per page). Best effort.
+  void populate(std::size_t offset, std::size_t len) const noexcept;
 
  private:
   MappedFile() = default;

@@ -85,6 +85,10 @@ class SafetensorsFile {
   /// dst's bytes when dst is host memory — no temporary — e.g. into an already allocated parameter or a reused
   /// staging buffer. Throws ferry::Error for a shape mismatch, an absent name or a read-only/meta `dst`.
   void read_into(std::string_view name, Tensor& dst) const;
+  /// Reads the bytes of `name` into memory and maps them, returning when done, so that a later get() (from any
+  /// thread) finds them resident: what the first accesses would do, done ahead on a helper thread
+  /// (MappedFile::populate). Pages already in the page cache cost only a residency check. An absent name is ignored.
+  void prefetch(std::string_view name) const noexcept;
   /// Every tensor, in data order; float tensors converted to `dtype` when given (integer and bool tensors keep
   /// theirs, as in Accelerate's load_checkpoint_in_model). Accelerate: safetensors.torch.load_file
   StateDict load(std::optional<DType> dtype = std::nullopt) const;

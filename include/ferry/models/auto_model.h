@@ -45,6 +45,9 @@ struct FromPretrainedOptions {
   std::vector<std::string> no_split_module_classes;
   /// Called after each tensor is loaded (for progress bars); empty = none.
   LoadProgressCallback on_progress;
+  /// Beyond HF: offloaded modules read this many modules ahead while one computes (DispatchOptions::prefetch);
+  /// 0 = each module's weights are read when it starts, as Accelerate does.
+  int prefetch = 2;
 };
 
 class AutoModelForCausalLM {

@@ -1,0 +1,95 @@
+// Prefetcher: reads a dispatched model's offloaded weights ahead of the forward that needs them (beyond Accelerate,
+// whose hooks load each module's weights synchronously when it starts).
+//
+// The offloaded modules of a model run in the same order on every forward. Each offloading AlignDevicesHook registers
+// its module here when attached (so the first guess of the order is the attach order, i.e. the device map's) and
+// says when the module is about to run; the first forward confirms the order (a module seen twice ends it), and the
+// calls seen then replace the guess. When module i is about to run, the weights of modules i+1 .. i+depth are handed
+// to their weights maps' prefetch() on the prefetcher's own thread, so that reading them from disk overlaps module i's
+// compute instead of stalling the next module in page faults. After the last module the first ones are prefetched:
+// the next forward (the next decode step) starts there.
+//
+// Nothing depends on it for correctness: a weight whose bytes have not arrived is read by get() exactly as without a
+// prefetcher, so outputs are bit-identical with and without. DispatchOptions::prefetch = 0 keeps Accelerate's
+// synchronous behaviour, for comparison.
+//
+// What "prefetch" does is the weights map's business: the disk maps of today read the bytes into the page cache and
+// map them, on this thread, so the forward's threads find them resident (the host is the execution device). A map
+// that stages weights for a GPU would read into pinned buffers and start the copy on a copy stream here, with the
+// same calls. One thread is enough: the reads it issues keep the disk busy, and it never competes with a forward
+// for long (pages already resident cost one mincore per tensor).
+//
+//   auto prefetcher = std::make_shared<Prefetcher>(2);      // two modules ahead
+//   AlignDevicesOptions o;  o.prefetcher = prefetcher;  ...  // one prefetcher shared by every hook of the model
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ferry/io/offload.h"
+
+namespace ferry {
+
+class Prefetcher {
+ public:
+  /// `depth`: how many modules ahead to read (>= 1). Starts the prefetch thread.
+  explicit Prefetcher(int depth = 2);
+  /// Stops the thread; queued advice is dropped (nothing waits for it).
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  int depth() const noexcept { return depth_; }
+
+  /// Registers a module, identified by `id` (its hook), whose forward reads `names` from `weights`. Registering
+  /// an id again replaces its entry.
+  void add(const void* id, std::shared_ptr<const io::WeightsMap> weights, std::vector<std::string> names);
+  /// Forgets a module (its hook was detached or destroyed). Unknown ids are ignored.
+  void remove(const void* id) noexcept;
+
+  /// Module `id` is about to run: queue the weights of the next `depth` modules that are not already queued.
+  /// Unknown ids are ignored.
+  void will_run(const void* id);
+
+  /// Blocks until every queued module has been handed to its weights map (tests, benchmarks).
+  void wait_idle();
+
+  /// The module ids in the order used to look ahead.
+  std::vector<const void*> order() const;
+  /// Whether the first forward has confirmed the order.
+  bool order_confirmed() const;
+  /// How many weight names have been handed to weights maps so far.
+  uint64_t prefetched() const;
+
+ private:
+  struct Module {
+    const void* id;
+    std::shared_ptr<const io::WeightsMap> weights;
+    std::vector<std::string> names;
+    bool queued = false;  // handed to the thread since this module last ran
+  };
+
+  void run();
+  std::size_t index_of(const void* id) const;  // modules_.size() when absent; caller holds mu_
+  void confirm_order();                        // caller holds mu_
+
+  const int depth_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_, idle_;
+  std::vector<Module> modules_;
+  std::vector<const void*> seen_;  // first forward's calls, in order, until one repeats
+  bool confirmed_ = false;
+  std::deque<std::pair<std::shared_ptr<const io::WeightsMap>, std::vector<std::string>>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  uint64_t prefetched_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,206 @@
+// Prefetcher: which weights are read ahead, in which order, and that prefetching never changes an output.
+#include "ferry/big_modeling/prefetch.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "dispatch_support.h"
+#include "ferry/big_modeling/attach.h"
+#include "ferry/big_modeling/cpu_offload.h"
+#include "ferry/big_modeling/dispatch.h"
+#include "ferry/io/offload.h"
+#include "ferry/nn/hooks.h"
+#include "ferry/nn/module_tensors.h"
+#include "support/error_of.h"
+#include "support/model_for_test.h"
+
+namespace ferry {
+namespace {
+
+using test::same_values;
+
+// Serves another map and records every prefetch() it is given, full names in call order.
+class RecordingMap : public io::WeightsMap {
+ public:
+  explicit RecordingMap(std::shared_ptr<const io::WeightsMap> inner) : inner_(std::move(inner)) {}
+  Tensor get(const std::string& key) const override { return inner_->get(key); }
+  bool contains(const std::string& key) const override { return inner_->contains(key); }
+  std::vector<std::string> keys() const override { return inner_->keys(); }
+  std::size_t size() const override { return inner_->size(); }
+  void prefetch(const std::string& key) const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.push_back(key);
+  }
+  std::vector<std::string> take() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(calls_, {});
+  }
+
+ private:
+  std::shared_ptr<const io::WeightsMap> inner_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::string> calls_;
+};
+
+using Names = std::vector<std::string>;
+
+struct ThreeModules : ::testing::Test {
+  int a = 0, b = 0, c = 0;  // their addresses are the module ids
+  std::shared_ptr<RecordingMap> map = std::make_shared<RecordingMap>(std::make_shared<io::OffloadedWeightsLoader>());
+
+  void add_all(Prefetcher& p) {
+    p.add(&a, map, {"a.w"});
+    p.add(&b, map, {"b.w", "b.bias"});
+    p.add(&c, map, {"c.w"});
+  }
+  Names run(Prefetcher& p, const void* id) {
+    p.will_run(id);
+    p.wait_idle();
+    return map->take();
+  }
+};
+
+TEST_F(ThreeModules, ReadsTheNextModulesOncePerForwardAndWrapsToTheFirst) {
+  Prefetcher p(2);
+  add_all(p);
+  EXPECT_EQ(run(p, &a), (Names{"b.w", "b.bias", "c.w"}));
+  EXPECT_EQ(run(p, &b), (Names{"a.w"}));  // c is already read; after c comes the next forward's a
+  EXPECT_EQ(run(p, &c), (Names{"b.w", "b.bias"}));
+  // Steady state, every later forward: each module read once, two modules before it runs.
+  for (int forward = 0; forward < 3; ++forward) {
+    EXPECT_EQ(run(p, &a), (Names{"c.w"}));
+    EXPECT_EQ(run(p, &b), (Names{"a.w"}));
+    EXPECT_EQ(run(p, &c), (Names{"b.w", "b.bias"}));
+  }
+  EXPECT_EQ(p.prefetched(), 6u + 3u * 4u);
+}
+
+TEST_F(ThreeModules, DepthOneReadsOnlyTheNextModule) {
+  Prefetcher p(1);
+  add_all(p);
+  EXPECT_EQ(run(p, &a), (Names{"b.w", "b.bias"}));
+  EXPECT_EQ(run(p, &b), (Names{"c.w"}));
+  EXPECT_EQ(run(p, &c), (Names{"a.w"}));
+}
+
+TEST_F(ThreeModules, TheFirstForwardConfirmsTheOrder) {
+  Prefetcher p(1);
+  add_all(p);  // attach order a, b, c: the guess until a forward shows otherwise
+  EXPECT_EQ(p.order(), (std::vector<const void*>{&a, &b, &c}));
+  EXPECT_EQ(run(p, &c), (Names{"a.w"}));  // by the guess, a follows c
+  EXPECT_EQ(run(p, &a), (Names{"b.w", "b.bias"}));
+  EXPECT_EQ(run(p, &b), (Names{"c.w"}));
+  EXPECT_FALSE(p.order_confirmed());
+  run(p, &c);  // c again: the first forward was c, a, b
+  EXPECT_TRUE(p.order_confirmed());
+  EXPECT_EQ(p.order(), (std::vector<const void*>{&c, &a, &b}));
+  EXPECT_EQ(run(p, &a), (Names{"b.w", "b.bias"}));
+  EXPECT_EQ(run(p, &b), (Names{"c.w"}));
+}
+
+TEST_F(ThreeModules, UnknownAndRemovedModulesAreIgnored) {
+  Prefetcher p(2);
+  add_all(p);
+  int stranger = 0;
+  EXPECT_TRUE(run(p, &stranger).empty());
+  p.remove(&b);
+  p.remove(&stranger);
+  EXPECT_EQ(p.order(), (std::vector<const void*>{&a, &c}));
+  EXPECT_EQ(run(p, &a), (Names{"c.w"}));  // the ring is a, c: two ahead of a is a itself, not read twice
+}
+
+TEST(Prefetcher, DepthMustBePositive) {
+  EXPECT_NE(test::error_of([] { Prefetcher p(0); }).find("prefetch depth must be at least 1"), std::string::npos);
+}
+
+// A model whose weights live in a map, hooked like cpu_offload with a shared prefetcher.
+struct HookedModel {
+  test::ModelForTest reference;
+  test::ModelForTest model;
+  std::shared_ptr<RecordingMap> map;
+  std::shared_ptr<Prefetcher> prefetcher = std::make_shared<Prefetcher>(1);
+
+  HookedModel() {
+    map = std::make_shared<RecordingMap>(std::make_shared<io::OffloadedWeightsLoader>(test::state_dict_of(reference)));
+    AttachOptions o;
+    o.prefetcher = prefetcher;
+    attach_align_device_hook(model, Device::cpu(), /*offload=*/true, map, /*offload_buffers=*/false, "", o);
+  }
+};
+
+TEST(PrefetchHooks, HooksRegisterInAttachOrderAndReadTheNextModuleAhead) {
+  HookedModel h;
+  const std::vector<const void*> hooks = {find_align_devices_hook(*h.model.linear1).get(),
+                                          find_align_devices_hook(*h.model.batchnorm).get(),
+                                          find_align_devices_hook(*h.model.linear2).get()};
+  EXPECT_EQ(h.prefetcher->order(), hooks);
+  Tensor x = test::random_input({2, 3});
+  const Tensor expected = h.reference(x);
+  for (int forward = 0; forward < 3; ++forward) {
+    EXPECT_TRUE(same_values(h.model(x), expected)) << "forward " << forward;
+    h.prefetcher->wait_idle();
+    // Each module's parameters are read while the one before it runs; after linear2, the next forward's linear1.
+    EXPECT_EQ(h.map->take(), (Names{"batchnorm.weight", "batchnorm.bias", "linear2.weight", "linear2.bias",
+                                    "linear1.weight", "linear1.bias"}))
+        << "forward " << forward;
+  }
+  EXPECT_TRUE(h.prefetcher->order_confirmed());
+  EXPECT_TRUE(h.model.linear1->parameter("weight").is_meta());  // still offloaded between calls
+}
+
+TEST(PrefetchHooks, DetachingTheHooksEmptiesThePrefetcher) {
+  HookedModel h;
+  nn::remove_hook_from_module(h.model, /*recurse=*/true);
+  EXPECT_TRUE(h.prefetcher->order().empty());
+}
+
+TEST(PrefetchHooks, DispatchAndDiskOffloadShareOnePrefetcherUnlessTurnedOff) {
+  test::ModelForTest reference;
+  Tensor x = test::random_input({4, 3});
+  const Tensor expected = reference(x);
+  const DeviceMap map = {{"linear1", Device::disk()}, {"batchnorm", Device::cpu()}, {"linear2", Device::disk()}};
+  for (int depth : {0, 1, 2}) {
+    test::ScratchDir dir;
+    test::ModelForTest model;
+    for (auto& [name, t] : reference.state_dict()) nn::set_module_tensor_to_device(model, name, Device::cpu(), t.clone());
+    DispatchOptions o;
+    o.offload_dir = dir.path;
+    o.prefetch = depth;
+    dispatch_model(model, map, o);
+    const auto p1 = find_align_devices_hook(*model.linear1)->options().prefetcher;
+    const auto p2 = find_align_devices_hook(*model.linear2)->options().prefetcher;
+    EXPECT_EQ(p1 != nullptr, depth > 0);
+    EXPECT_EQ(p1, p2);
+    for (int forward = 0; forward < 2; ++forward) EXPECT_TRUE(same_values(model(x), expected)) << depth;
+    if (p1) {
+      EXPECT_EQ(p1->depth(), depth);
+      p1->wait_idle();
+      // Per forward: linear2's weight and bias while linear1 runs, then the next forward's linear1's.
+      EXPECT_EQ(p1->prefetched(), 2u * 4u);
+    }
+  }
+  for (int depth : {0, 2}) {
+    test::ScratchDir dir;
+    test::ModelForTest model;
+    for (auto& [name, t] : reference.state_dict()) nn::set_module_tensor_to_device(model, name, Device::cpu(), t.clone());
+    disk_offload(model, dir.path, Device::cpu(), false, {}, depth);
+    EXPECT_EQ(find_align_devices_hook(*model.linear1)->options().prefetcher != nullptr, depth > 0);
+    EXPECT_TRUE(same_values(model(x), expected));
+  }
+}
+
+TEST(PrefetchHooks, NegativeDepthIsRefused) {
+  test::ScratchDir dir;
+  test::ModelForTest model;
+  DispatchOptions o;
+  o.offload_dir = dir.path;
+  o.prefetch = -1;
+  EXPECT_NE(test::error_of([&] { dispatch_model(model, {{"", Device::disk()}}, o); }).find("prefetch must be 0"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { disk_offload(model, dir.path, Device::cpu(), false, {}, -1); }).find("prefetch"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ferry
