@@ -79,8 +79,7 @@ nn::Module& cpu_offload(nn::Module& model, std::optional<Device> execution_devic
 nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload_dir,
                          std::optional<Device> execution_device, bool offload_buffers,
                          const std::vector<std::string>& preload_module_classes, int prefetch) {
-  if (prefetch < 0)
-    throw Error("prefetch must be 0 (off) or a number of modules, got " + std::to_string(prefetch), "disk_offload");
+  std::shared_ptr<Prefetcher> prefetcher = Prefetcher::create(prefetch, "disk_offload");
   std::optional<io::OffloadIndex> index;
   if (!std::filesystem::is_regular_file(offload_dir / "index.json")) {
     index = index_from_safetensors_checkpoint(offload_dir);
@@ -98,8 +97,7 @@ nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload
   }
   const Device exec = default_execution_device(model, execution_device);
   auto weights = std::make_shared<io::OffloadedWeightsLoader>(io::StateDict{}, offload_dir, index);
-  attach_whole_model(model, exec, offload_buffers, std::move(weights), preload_module_classes,
-                     prefetch > 0 ? std::make_shared<Prefetcher>(prefetch) : nullptr);
+  attach_whole_model(model, exec, offload_buffers, std::move(weights), preload_module_classes, std::move(prefetcher));
   return model;
 }
 

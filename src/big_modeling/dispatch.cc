@@ -70,9 +70,8 @@ static void check_dispatchable(const nn::Module& model, const DeviceMap& device_
 }
 
 void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options) {
-  if (options.prefetch < 0)
-    throw Error("prefetch must be 0 (off) or a number of modules, got " + std::to_string(options.prefetch),
-                "dispatch_model");
+  // Checked before anything moves; dropped below when no module is offloaded.
+  std::shared_ptr<Prefetcher> prefetcher = Prefetcher::create(options.prefetch, "dispatch_model");
   check_device_map(model, device_map);  // error early if the map is incomplete
   const std::vector<Device> devices = device_map.devices();
   const bool has_disk = std::any_of(devices.begin(), devices.end(), [](Device d) { return d.is_disk(); });
@@ -140,8 +139,7 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
 
   const bool any_offloaded =
       std::any_of(offload.begin(), offload.end(), [](const auto& entry) { return entry.second; });
-  if (options.prefetch > 0 && any_offloaded && weights_map)
-    attach.prefetcher = std::make_shared<Prefetcher>(options.prefetch);
+  if (any_offloaded && weights_map) attach.prefetcher = std::move(prefetcher);
   attach_align_device_hook_on_blocks(model, execution_device, offload, weights_map, options.offload_buffers, "", attach);
 
   std::vector<std::string> offloaded_to;

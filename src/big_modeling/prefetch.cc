@@ -24,37 +24,55 @@ Prefetcher::~Prefetcher() {
   thread_.join();
 }
 
+std::shared_ptr<Prefetcher> Prefetcher::create(int depth, const std::string& where) {
+  if (depth < 0) throw Error("prefetch must be 0 (off) or a number of modules, got " + std::to_string(depth), where);
+  return depth == 0 ? nullptr : std::make_shared<Prefetcher>(depth);
+}
+
 std::size_t Prefetcher::index_of(const void* id) const {
-  for (std::size_t i = 0; i < modules_.size(); ++i)
-    if (modules_[i].id == id) return i;
-  return modules_.size();
+  auto it = position_.find(id);
+  return it == position_.end() ? modules_.size() : it->second;
+}
+
+void Prefetcher::reindex() {
+  position_.clear();
+  for (std::size_t i = 0; i < modules_.size(); ++i) position_[modules_[i].id] = i;
 }
 
 void Prefetcher::add(const void* id, std::shared_ptr<const io::WeightsMap> weights, std::vector<std::string> names) {
   std::lock_guard<std::mutex> lock(mu_);
   Module m{id, std::move(weights), std::move(names)};
   const std::size_t i = index_of(id);
-  if (i < modules_.size()) modules_[i] = std::move(m);
-  else modules_.push_back(std::move(m));
+  if (i < modules_.size()) {
+    modules_[i] = std::move(m);
+  } else {
+    position_[id] = modules_.size();
+    modules_.push_back(std::move(m));
+  }
 }
 
 void Prefetcher::remove(const void* id) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   const std::size_t i = index_of(id);
-  if (i < modules_.size()) modules_.erase(modules_.begin() + static_cast<std::ptrdiff_t>(i));
+  if (i < modules_.size()) {
+    modules_.erase(modules_.begin() + static_cast<std::ptrdiff_t>(i));
+    reindex();
+  }
   seen_.erase(std::remove(seen_.begin(), seen_.end(), id), seen_.end());
 }
 
 // The calls of the first forward become the order; modules it did not call keep their place after them.
 void Prefetcher::confirm_order() {
   std::vector<Module> ordered;
+  std::vector<bool> taken(modules_.size(), false);
   for (const void* id : seen_) {
     const std::size_t i = index_of(id);
-    if (i < modules_.size()) ordered.push_back(std::move(modules_[i])), modules_[i].id = nullptr;
+    if (i < modules_.size() && !taken[i]) ordered.push_back(std::move(modules_[i])), taken[i] = true;
   }
-  for (auto& m : modules_)
-    if (m.id) ordered.push_back(std::move(m));
+  for (std::size_t i = 0; i < modules_.size(); ++i)
+    if (!taken[i]) ordered.push_back(std::move(modules_[i]));
   modules_ = std::move(ordered);
+  reindex();
   seen_.clear();
   confirmed_ = true;
 }

@@ -112,6 +112,11 @@ TEST_F(ThreeModules, UnknownAndRemovedModulesAreIgnored) {
 
 TEST(Prefetcher, DepthMustBePositive) {
   EXPECT_NE(test::error_of([] { Prefetcher p(0); }).find("prefetch depth must be at least 1"), std::string::npos);
+  EXPECT_EQ(Prefetcher::create(0, "here"), nullptr);  // an option's 0: synchronous loading
+  EXPECT_EQ(Prefetcher::create(3, "here")->depth(), 3);
+  const std::string e = test::error_of([] { Prefetcher::create(-1, "the option"); });
+  EXPECT_NE(e.find("prefetch must be 0 (off) or a number of modules, got -1"), std::string::npos) << e;
+  EXPECT_NE(e.find("the option"), std::string::npos) << e;
 }
 
 // A model whose weights live in a map, hooked like cpu_offload with a shared prefetcher.

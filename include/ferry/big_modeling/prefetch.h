@@ -30,6 +30,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "ferry/io/offload.h"
@@ -40,6 +41,9 @@ class Prefetcher {
  public:
   /// `depth`: how many modules ahead to read (>= 1). Starts the prefetch thread.
   explicit Prefetcher(int depth = 2);
+  /// For an option such as DispatchOptions::prefetch: nullptr for 0 (synchronous loading), a prefetcher of that
+  /// depth above. Throws ferry::Error naming `where` for a negative depth.
+  static std::shared_ptr<Prefetcher> create(int depth, const std::string& where);
   /// Stops the thread; queued advice is dropped (nothing waits for it).
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -77,12 +81,14 @@ class Prefetcher {
 
   void run();
   std::size_t index_of(const void* id) const;  // modules_.size() when absent; caller holds mu_
+  void reindex();                              // after modules_ changed; caller holds mu_
   void confirm_order();                        // caller holds mu_
 
   const int depth_;
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::vector<Module> modules_;
+  std::unordered_map<const void*, std::size_t> position_;  // id -> index in modules_
   std::vector<const void*> seen_;  // first forward's calls, in order, until one repeats
   bool confirmed_ = false;
   std::deque<std::pair<std::shared_ptr<const io::WeightsMap>, std::vector<std::string>>> queue_;
