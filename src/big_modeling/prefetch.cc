@@ -94,8 +94,10 @@ void Prefetcher::will_run(const void* id) {
       if (j == p) break;
       Module& m = modules_[j];
       if (m.queued || m.names.empty()) continue;
+      if (m.resident_runs >= kResidentAfter && ++m.skipped < kRecheckEvery) continue;
+      m.skipped = 0;
       m.queued = true;
-      queue_.emplace_back(m.weights, m.names);
+      queue_.push_back(Job{m.id, m.weights, m.names});
       queued_any = true;
     }
   }
@@ -112,14 +114,17 @@ void Prefetcher::run() {
   for (;;) {
     wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    auto [weights, names] = std::move(queue_.front());
+    Job job = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    for (const auto& name : names) weights->prefetch(name);  // noexcept: advice never fails a forward
+    bool read = false;
+    for (const auto& name : job.names) read |= job.weights->prefetch(name);  // noexcept: never fails a forward
     lock.lock();
     busy_ = false;
-    prefetched_ += names.size();
+    prefetched_ += job.names.size();
+    const std::size_t i = index_of(job.id);
+    if (i < modules_.size()) modules_[i].resident_runs = read ? 0 : modules_[i].resident_runs + 1;
     if (queue_.empty()) idle_.notify_all();
   }
 }

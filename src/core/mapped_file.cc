@@ -54,8 +54,8 @@ void MappedFile::prefetch(std::size_t offset, std::size_t len) const noexcept {
   ::madvise(const_cast<uint8_t*>(data_) + start, end - start, MADV_WILLNEED);
 }
 
-void MappedFile::populate(std::size_t offset, std::size_t len) const noexcept {
-  if (!data_ || offset >= size_) return;
+bool MappedFile::populate(std::size_t offset, std::size_t len) const noexcept {
+  if (!data_ || offset >= size_) return false;
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t start = offset / page * page, end = std::min(size_, offset + len);
   // Already in the page cache (a warm forward): nothing to read, and walking every page would only take CPU from the
@@ -69,15 +69,16 @@ void MappedFile::populate(std::size_t offset, std::size_t len) const noexcept {
     const std::size_t at = start + (pages - 1) * i / 7 * page;
     resident = ::mincore(const_cast<uint8_t*>(data_) + at, 1, &in) == 0 && (in & 1);
   }
-  if (resident) return;
+  if (resident) return false;
 #ifndef MADV_POPULATE_READ
   constexpr int MADV_POPULATE_READ = 22;  // Linux 5.14
 #endif
-  if (::madvise(const_cast<uint8_t*>(data_) + start, end - start, MADV_POPULATE_READ) == 0) return;
-  if (errno != EINVAL) return;  // e.g. EFAULT past the end of a truncated file: nothing to do
+  if (::madvise(const_cast<uint8_t*>(data_) + start, end - start, MADV_POPULATE_READ) == 0) return true;
+  if (errno != EINVAL) return true;  // e.g. EFAULT past the end of a truncated file: nothing more to do
   uint8_t sink = 0;
   for (std::size_t i = start; i < end; i += page) sink ^= *reinterpret_cast<const volatile uint8_t*>(data_ + i);
   (void)sink;
+  return true;
 }
 
 }  // namespace ferry

@@ -56,24 +56,24 @@ Tensor OffloadedWeightsLoader::get(const std::string& key) const {
   return t.to(device_);
 }
 
-void OffloadedWeightsLoader::prefetch(const std::string& key) const noexcept {
-  if (state_dict_.contains(key)) return;
+bool OffloadedWeightsLoader::prefetch(const std::string& key) const noexcept {
+  if (state_dict_.contains(key)) return false;
   auto it = index_.find(key);
-  if (it == index_.end()) return;
+  if (it == index_.end()) return false;
   const OffloadEntry& info = it->second;
   try {
     if (info.in_safetensors()) {
       fs::path file = info.safetensors_file;
       if (file.is_relative() && !save_folder_.empty()) file = save_folder_ / file;
-      open_safetensors(file).prefetch(info.weight_name.empty() ? key : info.weight_name);
-    } else if (!save_folder_.empty()) {
-      // get() maps the .dat anew each time: reading it through a mapping of our own fills the page cache the way
-      // get()'s faults would (readahead, large folios), and get()'s mapping then finds every page there.
-      const auto file = MappedFile::open(save_folder_ / (key + ".dat"));
-      file->populate(0, file->size());
+      return open_safetensors(file).prefetch(info.weight_name.empty() ? key : info.weight_name);
     }
+    if (save_folder_.empty()) return false;
+    // get() maps the .dat anew each time: reading it through a mapping of our own fills the page cache the way
+    // get()'s faults would (readahead, large folios), and get()'s mapping then finds every page there.
+    const auto file = MappedFile::open(save_folder_ / (key + ".dat"));
+    return file->populate(0, file->size());
   } catch (const std::exception&) {
-    // Advice only: a file that cannot be opened here is reported by get(), with its reason.
+    return false;  // advice only: a file that cannot be opened here is reported by get(), with its reason
   }
 }
 

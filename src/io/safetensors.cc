@@ -218,8 +218,9 @@ Tensor SafetensorsFile::get(std::string_view name, DType dtype) const {
   return view.to(dtype);
 }
 
-void SafetensorsFile::prefetch(std::string_view name) const noexcept {
-  if (const SafetensorsEntry* e = find(name)) file_->populate(header_->data_start + e->begin, e->end - e->begin);
+bool SafetensorsFile::prefetch(std::string_view name) const noexcept {
+  const SafetensorsEntry* e = find(name);
+  return e && file_->populate(header_->data_start + e->begin, e->end - e->begin);
 }
 
 void SafetensorsFile::read_into(std::string_view name, Tensor& dst) const {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <set>
 
 #include "dispatch_support.h"
 #include "ferry/big_modeling/attach.h"
@@ -28,10 +29,12 @@ class RecordingMap : public io::WeightsMap {
   bool contains(const std::string& key) const override { return inner_->contains(key); }
   std::vector<std::string> keys() const override { return inner_->keys(); }
   std::size_t size() const override { return inner_->size(); }
-  void prefetch(const std::string& key) const noexcept override {
+  bool prefetch(const std::string& key) const noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
     calls_.push_back(key);
+    return !resident.count(key);  // "had to read"
   }
+  std::set<std::string> resident;  // keys whose bytes are already in memory; set before the prefetcher runs
   std::vector<std::string> take() const {
     std::lock_guard<std::mutex> lock(mu_);
     return std::exchange(calls_, {});
@@ -97,6 +100,25 @@ TEST_F(ThreeModules, TheFirstForwardConfirmsTheOrder) {
   EXPECT_EQ(p.order(), (std::vector<const void*>{&c, &a, &b}));
   EXPECT_EQ(run(p, &a), (Names{"b.w", "b.bias"}));
   EXPECT_EQ(run(p, &b), (Names{"c.w"}));
+}
+
+TEST_F(ThreeModules, ResidentModulesAreCheckedOneTimeInEight) {
+  map->resident = {"a.w", "c.w"};  // a and c are in memory; b must be read every time
+  Prefetcher p(1);
+  add_all(p);
+  auto forward = [&] { return run(p, &a).size() + run(p, &b).size() + run(p, &c).size(); };
+  // Two forwards to learn that a and c read nothing; then only b, except that every 8th lookup of a and c
+  // prefetches them again (depth 1: one lookup per forward), in case they were evicted.
+  EXPECT_EQ(forward(), 4u);
+  EXPECT_EQ(forward(), 4u);
+  for (int f = 3; f <= 9; ++f) EXPECT_EQ(forward(), 2u) << "forward " << f;
+  EXPECT_EQ(forward(), 4u);  // the 8th lookup since they were found resident
+  EXPECT_EQ(forward(), 2u);
+  // An eviction: the next check reads, and the module is prefetched on every forward again.
+  map->resident = {"a.w"};
+  for (int f = 12; f <= 17; ++f) EXPECT_EQ(forward(), 2u) << "forward " << f;
+  EXPECT_EQ(forward(), 4u);  // c checked: it had to be read
+  EXPECT_EQ(forward(), 3u);  // b and c every forward; a still skipped
 }
 
 TEST_F(ThreeModules, UnknownAndRemovedModulesAreIgnored) {

@@ -16,8 +16,12 @@
 // What "prefetch" does is the weights map's business: the disk maps of today read the bytes into the page cache and
 // map them, on this thread, so the forward's threads find them resident (the host is the execution device). A map
 // that stages weights for a GPU would read into pinned buffers and start the copy on a copy stream here, with the
-// same calls. One thread is enough: the reads it issues keep the disk busy, and it never competes with a forward
-// for long (pages already resident cost one mincore per tensor).
+// same calls. One thread is enough: the reads it issues keep the disk busy.
+//
+// Warm weights cost (almost) nothing: a module whose last two prefetches found every byte already in memory is only
+// looked at one time in eight after that, and checked again as soon as a prefetch has to read. A model whose weights
+// stay in the page cache thus runs as without a prefetcher, and one whose weights are evicted (bigger than RAM) is
+// prefetched on every forward; after an eviction a module is read synchronously for at most a few forwards.
 //
 //   auto prefetcher = std::make_shared<Prefetcher>(2);      // two modules ahead
 //   AlignDevicesOptions o;  o.prefetcher = prefetcher;  ...  // one prefetcher shared by every hook of the model
@@ -76,8 +80,17 @@ class Prefetcher {
     const void* id;
     std::shared_ptr<const io::WeightsMap> weights;
     std::vector<std::string> names;
-    bool queued = false;  // handed to the thread since this module last ran
+    bool queued = false;     // handed to the thread since this module last ran
+    int resident_runs = 0;   // consecutive prefetches that found every byte in memory
+    int skipped = 0;         // lookups passed over since the last prefetch (while resident)
   };
+  struct Job {
+    const void* id;
+    std::shared_ptr<const io::WeightsMap> weights;
+    std::vector<std::string> names;
+  };
+  static constexpr int kResidentAfter = 2;  // prefetches reading nothing before a module counts as resident
+  static constexpr int kRecheckEvery = 8;   // a resident module is still prefetched at one lookup in this many
 
   void run();
   std::size_t index_of(const void* id) const;  // modules_.size() when absent; caller holds mu_
@@ -91,7 +104,7 @@ class Prefetcher {
   std::unordered_map<const void*, std::size_t> position_;  // id -> index in modules_
   std::vector<const void*> seen_;  // first forward's calls, in order, until one repeats
   bool confirmed_ = false;
-  std::deque<std::pair<std::shared_ptr<const io::WeightsMap>, std::vector<std::string>>> queue_;
+  std::deque<Job> queue_;
   bool busy_ = false;
   bool stop_ = false;
   uint64_t prefetched_ = 0;

@@ -27,8 +27,9 @@ class MappedFile {
   void prefetch(std::size_t offset, std::size_t len) const noexcept;
   /// Reads [offset, offset+len) into memory and maps it, returning when done: what the first accesses would do
   /// (page faults, with the kernel's readahead), done ahead by whoever calls it, e.g. a prefetch thread
-  /// (MADV_POPULATE_READ; on kernels before 5.14, a read of one byte per page). Best effort.
-  void populate(std::size_t offset, std::size_t len) const noexcept;
+  /// (MADV_POPULATE_READ; on kernels before 5.14, a read of one byte per page). Best effort. Returns false, having
+  /// done nothing, when 8 pages sampled over the range are already in the page cache.
+  bool populate(std::size_t offset, std::size_t len) const noexcept;
 
  private:
   MappedFile() = default;

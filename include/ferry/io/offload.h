@@ -91,9 +91,13 @@ class WeightsMap {
   virtual std::size_t size() const = 0;
   /// Advice that get(key) comes soon: bring its bytes into memory now. May block until they are there: it is
   /// called on the prefetch thread of a dispatched model (big_modeling/prefetch.h), never by a forward. Never
-  /// needed for correctness (get() works the same without it); unknown keys are ignored. Default: nothing to do
-  /// (weights in RAM).
-  virtual void prefetch(const std::string& key) const noexcept { (void)key; }
+  /// needed for correctness (get() works the same without it); unknown keys are ignored. Returns whether anything
+  /// had to be read: false when the bytes were already in memory (the prefetcher then checks that key less often).
+  /// Default: nothing to do (weights in RAM).
+  virtual bool prefetch(const std::string& key) const noexcept {
+    (void)key;
+    return false;
+  }
 };
 
 /// Weights from RAM first, then from an offload folder. Accelerate: OffloadedWeightsLoader
@@ -114,7 +118,7 @@ class OffloadedWeightsLoader : public WeightsMap {
   bool contains(const std::string& key) const override;
   /// Disk entries: reads the bytes get() will map into the page cache (the safetensors range, or the whole .dat
   /// file). RAM entries: nothing.
-  void prefetch(const std::string& key) const noexcept override;
+  bool prefetch(const std::string& key) const noexcept override;
   /// RAM keys in order, then the index's other keys (each once).
   std::vector<std::string> keys() const override { return all_keys_; }
   std::size_t size() const override { return all_keys_.size(); }
@@ -143,7 +147,7 @@ class PrefixedDataset : public WeightsMap {
 
   Tensor get(const std::string& key) const override { return dataset_->get(prefix_ + key); }
   bool contains(const std::string& key) const override { return dataset_->contains(prefix_ + key); }
-  void prefetch(const std::string& key) const noexcept override { dataset_->prefetch(prefix_ + key); }
+  bool prefetch(const std::string& key) const noexcept override { return dataset_->prefetch(prefix_ + key); }
   /// The dataset's keys that start with the prefix (whole components), with the prefix removed. O(N).
   std::vector<std::string> keys() const override;
   std::size_t size() const override { return keys().size(); }

@@ -88,7 +88,8 @@ class SafetensorsFile {
   /// Reads the bytes of `name` into memory and maps them, returning when done, so that a later get() (from any
   /// thread) finds them resident: what the first accesses would do, done ahead on a helper thread
   /// (MappedFile::populate). Pages already in the page cache cost only a residency check. An absent name is ignored.
-  void prefetch(std::string_view name) const noexcept;
+  /// Returns whether anything had to be read (false: already resident, or no such tensor).
+  bool prefetch(std::string_view name) const noexcept;
   /// Every tensor, in data order; float tensors converted to `dtype` when given (integer and bool tensors keep
   /// theirs, as in Accelerate's load_checkpoint_in_model). Accelerate: safetensors.torch.load_file
   StateDict load(std::optional<DType> dtype = std::nullopt) const;
