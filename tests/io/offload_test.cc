@@ -215,19 +215,21 @@ TEST(Offload, PrefetchReadsDiskWeightsIntoThePageCacheAheadOfGet) {
   if (!evict(dir / "model.safetensors") || !evict(dir / "offload" / "dat.w.dat"))
     GTEST_SKIP() << "this filesystem keeps evicted pages";
 
-  w.prefetch("st.w");
+  EXPECT_TRUE(w.prefetch("st.w"));  // had to read
   EXPECT_TRUE(becomes_resident(dir / "model.safetensors"));
-  w.prefetch("dat.w");
+  EXPECT_FALSE(w.prefetch("st.w"));  // already resident: nothing to do
+  EXPECT_TRUE(w.prefetch("dat.w"));
   EXPECT_TRUE(becomes_resident(dir / "offload" / "dat.w.dat"));
+  EXPECT_FALSE(w.prefetch("dat.w"));
   // Through a prefix, as hooks call it.
   ASSERT_TRUE(evict(dir / "offload" / "dat.w.dat"));
   PrefixedDataset(std::make_shared<OffloadedWeightsLoader>(ram, dir / "offload"), "dat").prefetch("w");
   EXPECT_TRUE(becomes_resident(dir / "offload" / "dat.w.dat"));
   // Advice only: RAM weights and unknown or broken entries are no-ops, get() reports problems as before.
-  w.prefetch("ram.w");
-  w.prefetch("no.such.weight");
+  EXPECT_FALSE(w.prefetch("ram.w"));
+  EXPECT_FALSE(w.prefetch("no.such.weight"));
   fs::remove(dir / "offload" / "dat.w.dat");
-  w.prefetch("dat.w");
+  EXPECT_FALSE(w.prefetch("dat.w"));
   EXPECT_THROW(w.get("dat.w"), Error);
 }
 
