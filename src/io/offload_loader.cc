@@ -24,7 +24,18 @@ bool OffloadedWeightsLoader::contains(const std::string& key) const {
   return state_dict_.contains(key) || index_.count(key) > 0;
 }
 
-SafetensorsFile OffloadedWeightsLoader::open_safetensors(const fs::path& path) const {
+namespace {
+
+// The tensor's name inside the safetensors file an entry points into: the index key unless the entry names another.
+const std::string& name_in_file(const OffloadEntry& info, const std::string& key) {
+  return info.weight_name.empty() ? key : info.weight_name;
+}
+
+}  // namespace
+
+SafetensorsFile OffloadedWeightsLoader::safetensors_of(const OffloadEntry& info) const {
+  fs::path path = info.safetensors_file;
+  if (path.is_relative() && !save_folder_.empty()) path = save_folder_ / path;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = open_files_.find(path);
   if (it == open_files_.end()) it = open_files_.emplace(path, SafetensorsFile::open(path)).first;
@@ -40,10 +51,8 @@ Tensor OffloadedWeightsLoader::get(const std::string& key) const {
   const OffloadEntry& info = it->second;
   Tensor t;
   if (info.in_safetensors()) {
-    fs::path file = info.safetensors_file;
-    if (file.is_relative() && !save_folder_.empty()) file = save_folder_ / file;
-    const SafetensorsFile st = open_safetensors(file);
-    const std::string& name = info.weight_name.empty() ? key : info.weight_name;
+    const SafetensorsFile st = safetensors_of(info);
+    const std::string& name = name_in_file(info, key);
     try {
       t = info.dtype ? st.get(name, *info.dtype) : st.get(name);
     } catch (const Error& e) {
@@ -62,11 +71,7 @@ bool OffloadedWeightsLoader::prefetch(const std::string& key) const noexcept {
   if (it == index_.end()) return false;
   const OffloadEntry& info = it->second;
   try {
-    if (info.in_safetensors()) {
-      fs::path file = info.safetensors_file;
-      if (file.is_relative() && !save_folder_.empty()) file = save_folder_ / file;
-      return open_safetensors(file).prefetch(info.weight_name.empty() ? key : info.weight_name);
-    }
+    if (info.in_safetensors()) return safetensors_of(info).prefetch(name_in_file(info, key));
     if (save_folder_.empty()) return false;
     // get() maps the .dat anew each time: reading it through a mapping of our own fills the page cache the way
     // get()'s faults would (readahead, large folios), and get()'s mapping then finds every page there.

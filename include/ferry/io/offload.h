@@ -126,7 +126,8 @@ class OffloadedWeightsLoader : public WeightsMap {
   const OffloadIndex& index() const noexcept { return index_; }
 
  private:
-  SafetensorsFile open_safetensors(const std::filesystem::path& path) const;
+  /// The safetensors file an entry points into (relative paths against the offload folder), opened once.
+  SafetensorsFile safetensors_of(const OffloadEntry& info) const;
 
   StateDict state_dict_;
   std::filesystem::path save_folder_;
