@@ -70,8 +70,7 @@ static void check_dispatchable(const nn::Module& model, const DeviceMap& device_
 }
 
 void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options) {
-  // Checked before anything moves; dropped below when no module is offloaded.
-  std::shared_ptr<Prefetcher> prefetcher = Prefetcher::create(options.prefetch, "dispatch_model");
+  std::shared_ptr<Prefetcher> prefetcher = Prefetcher::create(options.prefetch, "dispatch_model");  // checked first
   check_device_map(model, device_map);  // error early if the map is incomplete
   const std::vector<Device> devices = device_map.devices();
   const bool has_disk = std::any_of(devices.begin(), devices.end(), [](Device d) { return d.is_disk(); });
@@ -137,9 +136,7 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
       if (!t.is_meta()) (*attach.tied_params_map)[nn::tensor_data_ptr(t)];
     }
 
-  const bool any_offloaded =
-      std::any_of(offload.begin(), offload.end(), [](const auto& entry) { return entry.second; });
-  if (any_offloaded && weights_map) attach.prefetcher = std::move(prefetcher);
+  attach.prefetcher = std::move(prefetcher);  // offloading hooks register with it; without any it stays idle
   attach_align_device_hook_on_blocks(model, execution_device, offload, weights_map, options.offload_buffers, "", attach);
 
   std::vector<std::string> offloaded_to;

@@ -12,7 +12,6 @@ namespace ferry {
 
 Prefetcher::Prefetcher(int depth) : depth_(depth) {
   if (depth < 1) throw Error("prefetch depth must be at least 1, got " + std::to_string(depth), "Prefetcher");
-  thread_ = std::thread([this] { run(); });
 }
 
 Prefetcher::~Prefetcher() {
@@ -21,7 +20,7 @@ Prefetcher::~Prefetcher() {
     stop_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 std::shared_ptr<Prefetcher> Prefetcher::create(int depth, const std::string& where) {
@@ -49,6 +48,7 @@ void Prefetcher::add(const void* id, std::shared_ptr<const io::WeightsMap> weigh
     position_[id] = modules_.size();
     modules_.push_back(std::move(m));
   }
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });  // waits for mu_, released below
 }
 
 void Prefetcher::remove(const void* id) noexcept {

@@ -43,7 +43,8 @@ namespace ferry {
 
 class Prefetcher {
  public:
-  /// `depth`: how many modules ahead to read (>= 1). Starts the prefetch thread.
+  /// `depth`: how many modules ahead to read (>= 1). The prefetch thread starts with the first add(): a prefetcher
+  /// no module registers with costs nothing.
   explicit Prefetcher(int depth = 2);
   /// For an option such as DispatchOptions::prefetch: nullptr for 0 (synchronous loading), a prefetcher of that
   /// depth above. Throws ferry::Error naming `where` for a negative depth.
