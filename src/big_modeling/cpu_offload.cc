@@ -3,6 +3,7 @@
 
 #include "ferry/big_modeling/align_devices_hook.h"
 #include "ferry/big_modeling/attach.h"
+#include "ferry/big_modeling/tied_weights.h"
 #include "ferry/core/error.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/io/offload.h"
@@ -31,7 +32,8 @@ void attach_whole_model(nn::Module& model, Device exec, bool offload_buffers,
   AttachOptions opts;
   opts.preload_module_classes = preload;
   opts.prefetcher = std::move(prefetcher);
-  attach_align_device_hook(model, exec, /*offload=*/true, std::move(weights_map), offload_buffers, "", opts);
+  attach_align_device_hook(model, exec, /*offload=*/true, with_tied_names(model, std::move(weights_map)),
+                           offload_buffers, "", opts);
 }
 
 bool has_meta_tensor(const nn::Module& model) {

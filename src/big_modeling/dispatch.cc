@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ferry/big_modeling/attach.h"
+#include "ferry/big_modeling/tied_weights.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/nn/module_tensors.h"
@@ -124,6 +125,8 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
   if (state_dict || save_folder || options.offload_index)
     weights_map = std::make_shared<io::OffloadedWeightsLoader>(state_dict.value_or(io::StateDict{}), save_folder,
                                                                options.offload_index);
+  // A tied weight is stored once (lm_head.weight usually not at all): every name of its group reads the stored one.
+  weights_map = with_tied_names(model, std::move(weights_map));
 
   // Tied weights materialised once per device: keyed by the data pointer of each tied tensor that has bytes.
   AttachOptions attach;

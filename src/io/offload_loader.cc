@@ -96,4 +96,27 @@ std::vector<std::string> PrefixedDataset::keys() const {
   return out;
 }
 
+AliasedWeightsMap::AliasedWeightsMap(std::shared_ptr<const WeightsMap> dataset, std::map<std::string, std::string> aliases)
+    : dataset_(std::move(dataset)) {
+  if (!dataset_) throw Error("AliasedWeightsMap needs a dataset");
+  for (auto& [alias, key] : aliases) {
+    if (dataset_->contains(alias)) continue;  // the dataset's own tensor wins
+    if (!dataset_->contains(key))
+      throw Error("alias of a weight that is not there either", alias + " -> " + key,
+                  "every alias must name a key of the weights map");
+    aliases_.emplace(alias, std::move(key));
+  }
+}
+
+const std::string& AliasedWeightsMap::resolve(const std::string& key) const {
+  auto it = aliases_.find(key);
+  return it == aliases_.end() ? key : it->second;
+}
+
+std::vector<std::string> AliasedWeightsMap::keys() const {
+  std::vector<std::string> out = dataset_->keys();
+  for (const auto& [alias, key] : aliases_) out.push_back(alias);
+  return out;
+}
+
 }  // namespace ferry::io

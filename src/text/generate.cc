@@ -1,6 +1,7 @@
 // The generate loop (see include/ferry/text/generate.h).
 #include "ferry/text/generate.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "ferry/core/error.h"
@@ -52,7 +53,10 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
     const TokenId next = sampler.sample(row, all);
     all.push_back(next);
     result.generated_ids.push_back(next);
-    std::string piece = stream ? stream->step(next).value_or("") : std::string();
+    // An EOS token's text is never shown, so the stream does not see it (its held text is flushed below).
+    const bool eos = std::find(options.stop.eos_token_ids.begin(), options.stop.eos_token_ids.end(), next) !=
+                     options.stop.eos_token_ids.end();
+    std::string piece = stream && !eos ? stream->step(next).value_or("") : std::string();
     auto s = stop.push(next, piece);
     result.text += s.text;
     bool go_on = !stop.stopped();
@@ -60,6 +64,11 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
     if (!go_on) break;
     const TokenId one[] = {next};
     logits = model.logits(token_ids_tensor(one), cache, 1);
+  }
+  if (stream) {  // text the decoder still held: a byte run or an incomplete UTF-8 sequence at the end
+    auto tail = stop.finish(stream->finish());
+    result.text += tail.text;
+    if (on_token && !tail.text.empty()) on_token(tail.text, kEndOfText);
   }
   result.timings.decode_seconds = seconds_since(t_decode);
   result.timings.generated_tokens = result.generated_ids.size();

@@ -33,6 +33,20 @@ std::string StopChecker::release_all() {
   return out;
 }
 
+// The earliest stop string occurrence in the withheld text (a stop string may span several tokens, so the
+// search includes what was held back); sets matched_.
+std::size_t StopChecker::first_stop_string() {
+  std::size_t cut = std::string::npos;
+  for (const std::string& s : criteria_.stop_strings) {
+    const std::size_t at = held_.find(s);
+    if (at != std::string::npos && (cut == std::string::npos || at < cut)) {
+      cut = at;
+      matched_ = s;
+    }
+  }
+  return cut;
+}
+
 StopChecker::Step StopChecker::push(TokenId id, std::string_view new_text) {
   if (stopped()) {
     throw Error(std::string("generation already stopped (") + to_string(reason_) + ")", "StopChecker::push",
@@ -46,17 +60,7 @@ StopChecker::Step StopChecker::push(TokenId id, std::string_view new_text) {
     return step;
   }
   held_.append(new_text);
-  // The earliest stop string occurrence in the withheld text plus the new text (a stop string may span
-  // several tokens, so the search includes what was held back).
-  std::size_t cut = std::string::npos;
-  for (const std::string& s : criteria_.stop_strings) {
-    const std::size_t at = held_.find(s);
-    if (at != std::string::npos && (cut == std::string::npos || at < cut)) {
-      cut = at;
-      matched_ = s;
-    }
-  }
-  if (cut != std::string::npos) {
+  if (const std::size_t cut = first_stop_string(); cut != std::string::npos) {
     reason_ = step.reason = StopReason::StopString;
     step.text = held_.substr(0, cut);
     held_.clear();
@@ -79,6 +83,21 @@ StopChecker::Step StopChecker::push(TokenId id, std::string_view new_text) {
   }
   step.text = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
+  return step;
+}
+
+StopChecker::Step StopChecker::finish(std::string_view tail) {
+  Step step;
+  step.reason = reason_;
+  if (reason_ == StopReason::StopString) return step;  // the rest of the text followed the stop string
+  held_.append(tail);
+  if (const std::size_t cut = first_stop_string(); cut != std::string::npos) {
+    reason_ = step.reason = StopReason::StopString;
+    step.text = held_.substr(0, cut);
+    held_.clear();
+    return step;
+  }
+  step.text = release_all();
   return step;
 }
 

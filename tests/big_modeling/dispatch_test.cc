@@ -230,6 +230,90 @@ TEST_F(Dispatch, TiedWeightsStayTiedAndAreNotDuplicated) {
   EXPECT_EQ(memory_stats(Device::virt(1)).current, 0);
 }
 
+// Issue 14: a checkpoint or offload folder stores a tied weight once (here under "a.weight", as save_pretrained
+// keeps model.embed_tokens.weight and drops lm_head.weight); b's hook asks for "b.weight". Every offloading mode reads
+// it through the tie: dispatch_model (disk and cpu offload), cpu_offload with a state dict, disk_offload from an
+// offload folder and straight from a safetensors checkpoint. The folder may also hold both names (Accelerate's
+// disk_offload writes torch's state_dict, which lists a tied tensor under each name): the stored copy is used.
+io::StateDict without_second_name(const nn::Module& model) {
+  io::StateDict sd;
+  for (const auto& [name, t] : model.state_dict())
+    if (name != "b.weight") sd.set(name, t.clone());
+  return sd;
+}
+
+void make_meta(nn::Module& m) {
+  for (auto& [name, t] : m.state_dict()) nn::set_module_tensor_to_device(m, name, Device::meta());
+}
+
+TEST_F(Dispatch, TiedWeightStoredUnderOneNameServesBothModulesInEveryOffloadMode) {
+  TiedPair reference;
+  Tensor x = test::random_input({2, 4});
+  const Tensor expected = reference(x);
+  const io::StateDict stored = without_second_name(reference);
+  ASSERT_FALSE(stored.contains("b.weight"));
+
+  {  // dispatch_model, both on disk, from an offload index written by load_checkpoint_in_model (one name)
+    ScratchDir dir;
+    io::offload_state_dict(dir.path, stored);
+    TiedPair m;
+    make_meta(m);
+    dispatch_model(m, DeviceMap{{"a", Device::disk()}, {"b", Device::disk()}},
+                   {.offload_dir = dir.path, .offload_index = io::load_offload_index(dir.path)});
+    EXPECT_TRUE(same_values(m(x), expected)) << "dispatch_model, disk";
+    EXPECT_TRUE(same_values(m(x), expected)) << "dispatch_model, disk, second forward";
+  }
+  {  // dispatch_model, both offloaded to cpu with a state dict holding one name
+    TiedPair m;
+    make_meta(m);
+    dispatch_model(m, DeviceMap{{"a", Device::cpu()}, {"b", Device::cpu()}},
+                   {.main_device = Device::virt(0), .state_dict = stored, .force_hooks = true});
+    EXPECT_TRUE(same_values(m(x), expected)) << "dispatch_model, cpu offload";
+  }
+  {  // cpu_offload with a state dict holding one name
+    TiedPair m;
+    make_meta(m);
+    cpu_offload(m, Device::virt(1), false, stored);
+    EXPECT_TRUE(same_values(m(x), expected)) << "cpu_offload";
+  }
+  {  // disk_offload from an offload folder holding one name, and from one holding both
+    for (const bool both : {false, true}) {
+      ScratchDir dir;
+      io::StateDict sd = stored;
+      if (both) sd.set("b.weight", reference.b->parameter("weight").clone());
+      io::offload_state_dict(dir.path, sd);
+      TiedPair m;
+      make_meta(m);
+      disk_offload(m, dir.path, Device::cpu());
+      EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, offload folder, both names: " << both;
+    }
+  }
+  {  // disk_offload straight from a safetensors checkpoint
+    ScratchDir dir;
+    io::save_safetensors(stored, dir.path / "model.safetensors");
+    TiedPair m;
+    make_meta(m);
+    disk_offload(m, dir.path, Device::virt(0));
+    EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, checkpoint";
+  }
+}
+
+TEST(AliasedWeightsMap, ReadsAliasesThroughTheirTargetAndRefusesDanglingOnes) {
+  io::StateDict sd;
+  sd.set("w", Tensor::from_vector(std::vector<float>{1, 2}, {2}));
+  auto base = std::make_shared<io::OffloadedWeightsLoader>(sd);
+  io::AliasedWeightsMap m(base, {{"v", "w"}});
+  EXPECT_TRUE(m.contains("v"));
+  EXPECT_TRUE(same_values(m.get("v"), m.get("w")));
+  EXPECT_EQ(m.keys(), (std::vector<std::string>{"w", "v"}));
+  EXPECT_FALSE(m.contains("u"));
+  EXPECT_THROW(io::AliasedWeightsMap(base, {{"u", "missing"}}), Error);
+  // A key the map has itself is never redirected.
+  sd.set("v", Tensor::from_vector(std::vector<float>{3, 4}, {2}));
+  io::AliasedWeightsMap own(std::make_shared<io::OffloadedWeightsLoader>(sd), {{"v", "w"}});
+  EXPECT_EQ(own.get("v").to_vector<float>(), (std::vector<float>{3, 4}));
+}
+
 TEST_F(Dispatch, PrefixesMatchWholeComponents) {
   auto model = test::sequential_model(11);  // linear1 .. linear11: "linear1" must not capture "linear10"
   Tensor x = test::random_input({2, 4});

@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ferry/text/tokenizer.h"
+#include "support/hf_folder.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -193,6 +196,60 @@ TEST_F(FerryCli, DiskOffloadedGenerateIsTheSameWithAndWithoutPrefetch) {
   CliRun bad = ferry(base + " --prefetch -1");
   EXPECT_NE(bad.code, 0);
   EXPECT_CONTAINS(bad.err, "--prefetch");
+}
+
+// Issue 14, case 1: a tied head (tie_word_embeddings, no lm_head.weight in the checkpoint) whose embedding lands on
+// disk, as a new user's first run on a small chat model plans it. Greedy ids and logits equal the resident run.
+TEST_F(FerryCli, TiedHeadWithTheEmbeddingOnDiskGeneratesAsResident) {
+  const fs::path tied = dir_ / "tied";
+  fs::remove_all(tied);
+  nlohmann::json config = ferry::test::tiny_llama_config();
+  config["tie_word_embeddings"] = true;
+  config["vocab_size"] = 2048;  // the demo tokenizer's
+  ferry::test::write_random_hf_folder(tied, config, ferry::DType::BF16);
+  fs::copy_file(model_ / "tokenizer.json", tied / "tokenizer.json");
+  const std::string base = "generate -m " + tied.string() + " -p \"The capital of France is\" -n 4 --temp 0 --json --logits 2 ";
+  CliRun resident = ferry(base + "--device-map cpu");
+  ASSERT_EQ(resident.code, 0) << resident.err;
+  const auto want = nlohmann::json::parse(resident.out);
+  const fs::path map_file = dir_ / "tied-map.json";
+  std::ofstream(map_file) << R"({"model.embed_tokens": "disk", "lm_head": "disk", "model.layers": "cpu",
+                               "model.norm": "cpu", "model.rotary_emb": "cpu"})";
+  for (const std::string& placement :
+       {std::string("--device-map auto --max-memory cpu=20KiB"), std::string("--device-map auto --max-memory cpu=60KiB"),
+        "--device-map " + map_file.string()}) {
+    SCOPED_TRACE(placement);
+    const fs::path off = dir_ / "tied-offload";
+    fs::remove_all(off);
+    CliRun r = ferry(base + placement + " --offload-folder " + off.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto got = nlohmann::json::parse(r.out);
+    EXPECT_EQ(got["device_map"].value("lm_head", got["device_map"].value("", "")), "disk") << got["device_map"];
+    EXPECT_EQ(got["generated_ids"], want["generated_ids"]);
+    EXPECT_EQ(got["logits"], want["logits"]);
+  }
+}
+
+// Issue 14, case 2: sampling at a high temperature on the demo's Llama-2-style tokenizer (byte fallback) emits byte
+// runs that break off mid-character. Generation never fails, and both the streamed stdout and --json's text are
+// decode(generated ids).
+TEST_F(FerryCli, StreamingByteFallbackTokensNeverAbortsGeneration) {
+  const auto tok = ferry::text::Tokenizer::from_file(model_ / "tokenizer.json");
+  int with_bytes = 0;
+  for (int seed = 0; seed < 6; ++seed) {
+    const std::string args = "generate -m " + model_.string() + " -p \"the\" -n 24 --temp 20 --top-k 0 --seed " +
+                             std::to_string(seed);
+    CliRun json = ferry(args + " --json");
+    ASSERT_EQ(json.code, 0) << json.err;
+    const auto j = nlohmann::json::parse(json.out);
+    const auto ids = j["generated_ids"].get<std::vector<ferry::text::TokenId>>();
+    EXPECT_EQ(j["text"], tok.decode(ids, true)) << seed;
+    CliRun streamed = ferry(args);
+    ASSERT_EQ(streamed.code, 0) << streamed.err;
+    EXPECT_EQ(streamed.out, "the" + tok.decode(ids, true)) << seed;
+    for (auto id : ids) with_bytes += tok.id_to_token(id).value_or("").rfind("<0x", 0) == 0;
+  }
+  EXPECT_GT(with_bytes, 10);  // byte pieces were really generated
 }
 
 TEST_F(FerryCli, NonTtyOutputHasNoControlCharacters) {

@@ -215,6 +215,90 @@ TEST(FromPretrained, AutoModeSplitsOverABudgetAndMatchesResident) {
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(test::max_abs_diff(a[i], b[i]), 0.0) << "step " << i;
 }
 
+// Issue 14: a tied head whose embedding is offloaded. The checkpoint stores the tied weight once, as
+// model.embed_tokens.weight; lm_head's hook asks for lm_head.weight. Every layout that offloads the pair must give
+// the resident logits, bit for bit, for Llama-family (tied llama, qwen2) and GPT-2 (wte/lm_head) folders.
+struct TiedCase {
+  std::string name;
+  nlohmann::json config;
+  std::string embedding;  // the embedding module
+  std::string norm;       // the final norm
+};
+
+std::vector<TiedCase> tied_cases() {
+  nlohmann::json llama = test::tiny_llama_config();
+  llama["tie_word_embeddings"] = true;
+  return {{"llama", llama, "model.embed_tokens", "model.norm"},
+          {"qwen2", test::tiny_qwen2_config(), "model.embed_tokens", "model.norm"},
+          {"gpt2", test::tiny_gpt2_config(), "transformer.wte", "transformer.ln_f"}};
+}
+
+void expect_same_generation(CausalLM& resident, CausalLM& dispatched, const std::string& what) {
+  const std::vector<Tensor> a = generate(resident, resident.make_cache());
+  const std::vector<Tensor> b = generate(dispatched, dispatched.make_cache());
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(test::max_abs_diff(a[i], b[i]), 0.0) << what << ", step " << i;
+}
+
+TEST(FromPretrained, TiedHeadWithItsEmbeddingOnDiskMatchesResident) {
+  for (const TiedCase& c : tied_cases()) {
+    SCOPED_TRACE(c.name);
+    test::TempDir dir;
+    nn::manual_seed(31);
+    test::write_random_hf_folder(dir.path(), c.config);
+    ASSERT_FALSE(io::SafetensorsFile::open(dir.path() / "model.safetensors").contains("lm_head.weight"));
+    auto resident = AutoModelForCausalLM::from_pretrained(dir.path());
+    const std::string base = c.embedding.substr(0, c.embedding.find('.'));
+
+    // Everything on disk (what --max-memory cpu=20MiB plans for a real model).
+    {
+      test::TempDir offload("ferry-offload");
+      auto m = AutoModelForCausalLM::from_pretrained(
+          dir.path(), {.device_map = DeviceMap{{"", Device::disk()}}, .offload_folder = offload.path()});
+      expect_same_generation(*resident, *m, "all on disk");
+    }
+    // Only the embedding and the head on disk, the rest resident.
+    {
+      test::TempDir offload("ferry-offload");
+      DeviceMap map{{c.embedding, Device::disk()}, {"lm_head", Device::disk()}};
+      for (const auto& [name, child] : resident->get_submodule(base).named_children())
+        if (base + "." + name != c.embedding) map.set(base + "." + name, Device::cpu());
+      auto m = AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map, .offload_folder = offload.path()});
+      EXPECT_TRUE(nn::get_module_tensor(*m, "lm_head.weight").is_meta());
+      expect_same_generation(*resident, *m, "embedding and head on disk");
+    }
+    // The planner under a budget of 40 % of the weights: the pair lands on disk together.
+    {
+      test::TempDir offload("ferry-offload");
+      int64_t bytes = 0;
+      for (const auto& [name, t] : resident->state_dict()) bytes += static_cast<int64_t>(t.nbytes());
+      auto m = AutoModelForCausalLM::from_pretrained(
+          dir.path(), {.device_map = std::string("auto"), .max_memory = MaxMemory{{Device::cpu(), bytes * 2 / 5}},
+                       .offload_folder = offload.path()});
+      expect_same_generation(*resident, *m, "auto at 40 %");
+    }
+  }
+}
+
+TEST(FromPretrained, TiedHeadWithItsEmbeddingOffloadedToCpuMatchesResident) {
+  VirtualDevices devices;
+  for (const TiedCase& c : tied_cases()) {
+    SCOPED_TRACE(c.name);
+    test::TempDir dir;
+    nn::manual_seed(32);
+    test::write_random_hf_folder(dir.path(), c.config);
+    auto resident = AutoModelForCausalLM::from_pretrained(dir.path());
+    // The execution device is virt(0): cpu-placed modules are offloaded (read from a RAM weights map per forward).
+    const std::string base = c.embedding.substr(0, c.embedding.find('.'));
+    DeviceMap map{{c.embedding, Device::cpu()}, {"lm_head", Device::cpu()}};
+    for (const auto& [name, child] : resident->get_submodule(base).named_children())
+      if (base + "." + name != c.embedding) map.set(base + "." + name, Device::virt(0));
+    auto m = AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map});
+    EXPECT_TRUE(nn::get_module_tensor(*m, "lm_head.weight").is_meta());
+    expect_same_generation(*resident, *m, "cpu-offloaded pair");
+  }
+}
+
 TEST(FromPretrained, DispatchReportsMissingTensorsButNotTiedOnes) {
   test::TempDir dir, offload("ferry-offload");
   test::write_random_hf_folder(dir.path(), test::tiny_qwen2_config());  // tied: no lm_head.weight in the file

@@ -25,6 +25,7 @@ import glob
 import json
 import os
 import random
+import re
 import sys
 
 import tokenizers
@@ -380,8 +381,13 @@ def run_oracle(name, tok, inputs, rng):
         cases.append(case)
     size = tok.get_vocab_size(with_added_tokens=True)
     random_decodes = []
-    for _ in range(300):
-        ids = [rng.randrange(0, size + 3) for _ in range(rng.randint(1, 16))]
+    # Half the ids of every other sequence are byte-fallback pieces (<0xNN>) where the vocabulary has them: runs
+    # that complete a character, break one, or follow text, as sampling at a high temperature produces.
+    byte_ids = sorted(i for t, i in tok.get_vocab(with_added_tokens=True).items() if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", t))
+    for n in range(1000):
+        biased = byte_ids and n % 2 == 1
+        ids = [rng.choice(byte_ids) if biased and rng.random() < 0.5 else rng.randrange(0, size + 3)
+               for _ in range(rng.randint(1, 24))]
         random_decodes.append({
             "ids": ids,
             "decoded": (tok.decode(ids, skip_special_tokens=False)),

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "ferry/big_modeling/dispatch.h"
 #include "ferry/core/backend.h"
 #include "ferry/models/auto_model.h"
@@ -78,6 +80,50 @@ TEST(Generate, StreamedPiecesMakeTheTextAndEosStops) {
   // The callback can stop it too.
   GenerateResult two = generate(*model, tok, "abcd", o, [n = 0](std::string_view, TokenId) mutable { return ++n < 2; });
   EXPECT_EQ(two.generated_ids.size(), 2u);
+}
+
+// Sampling at a high temperature over a Llama-2-style vocabulary with byte fallback emits byte runs that break off
+// mid-character, after text was shown. Generation never fails on them, and the streamed pieces (the last one sent
+// with kEndOfText) add up to decode(generated ids).
+TEST(Generate, StreamingByteFallbackRunsNeverFailsAndAddsUpToTheDecode) {
+  const Tokenizer tok = Tokenizer::from_json(testing::sentencepiece_json(testing::llama2_decoder()).dump());
+  nn::manual_seed(5);
+  nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 16},
+                           {"intermediate_size", 32}, {"num_hidden_layers", 1}, {"num_attention_heads", 2},
+                           {"num_key_value_heads", 1}, {"vocab_size", tok.vocab_size()}, {"max_position_embeddings", 64}};
+  auto model = models::AutoModelForCausalLM::from_config(models::ConfigJson::from_json(config), DType::F32);
+  int runs_with_bytes = 0, held_at_end = 0;
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    GenerateOptions o;
+    o.stop.max_new_tokens = 24;
+    o.sampling = {.do_sample = true, .temperature = 8.0f, .top_k = 0, .seed = seed};
+    std::string streamed;
+    GenerateResult r;
+    ASSERT_NO_THROW(r = generate(*model, tok, "the", o, [&](std::string_view piece, TokenId id) {
+      streamed += piece;
+      if (id == kEndOfText) ++held_at_end;
+      return true;
+    }));
+    EXPECT_EQ(streamed, r.text) << seed;
+    EXPECT_EQ(r.text, tok.decode(r.generated_ids, /*skip_special_tokens=*/true)) << seed;
+    runs_with_bytes += std::any_of(r.generated_ids.begin(), r.generated_ids.end(), [](TokenId id) { return id >= 3 && id < 259; });
+  }
+  EXPECT_GT(runs_with_bytes, 50);  // the case under test really happened
+  EXPECT_GT(held_at_end, 0);       // and some runs ended inside a byte run
+}
+
+TEST(Generate, AStopStringInTextHeldToTheEndStillStops) {
+  const Tokenizer tok = Tokenizer::from_json(testing::sentencepiece_json(testing::llama2_decoder()).dump());
+  StopChecker stop({.stop_strings = {"\xC3\xA9"}, .max_new_tokens = 8});
+  DecodeStream stream(tok);
+  const TokenId sp_a = *tok.token_to_id(testing::kSp + "a");
+  EXPECT_EQ(stop.push(sp_a, stream.step(sp_a).value_or("")).text, "a");
+  EXPECT_EQ(stop.push(3 + 0xC3, stream.step(3 + 0xC3).value_or("")).text, "");
+  EXPECT_EQ(stop.push(3 + 0xA9, stream.step(3 + 0xA9).value_or("")).text, "");
+  auto tail = stop.finish(stream.finish());
+  EXPECT_EQ(tail.text, "");
+  EXPECT_EQ(tail.reason, StopReason::StopString);
+  EXPECT_EQ(stop.finish("more").text, "");  // nothing after a stop string
 }
 
 TEST(Generate, BadPromptsAreErrors) {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "ferry/text/tokenizer.h"
@@ -34,6 +35,47 @@ inline nlohmann::json tiny_tokenizer_json() {
                          {"ignore_merges", false},
                          {"vocab", vocab},
                          {"merges", json::array({"a b", "ab c", "c d"})}}}};
+}
+
+inline const std::string kSp = "\xE2\x96\x81";  // ▁
+
+inline nlohmann::json special(int id, const char* content, bool is_special = true) {
+  return nlohmann::json{{"id", id},        {"content", content},     {"single_word", false}, {"lstrip", false},
+                        {"rstrip", false}, {"normalized", false}, {"special", is_special}};
+}
+
+// A SentencePiece-style vocabulary with byte fallback, as Llama-2 / TinyLlama / Mistral ship it: <unk> <s> </s>,
+// the 256 byte pieces <0x00>..<0xFF> (ids 3..258), then a few pieces.
+inline nlohmann::json sentencepiece_json(const nlohmann::json& decoder) {
+  using nlohmann::json;
+  json j = tiny_tokenizer_json();
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  int next = 259;
+  for (const std::string& p : {kSp, std::string("i"), std::string("4"), kSp + "i", kSp + "the", std::string("a"),
+                               kSp + "a", std::string("\xC3\xA9"), kSp + kSp, std::string("\xEF\xBF\xBD"),
+                               std::string(" "), std::string("x") + kSp + "y"})
+    vocab[p] = next++;
+  j["model"]["vocab"] = vocab;
+  j["model"]["merges"] = json::array();
+  j["model"]["byte_fallback"] = true;
+  j["model"]["unk_token"] = "<unk>";
+  j["added_tokens"] = {special(0, "<unk>"), special(1, "<s>"), special(2, "</s>"), special(next, "<tool>", false)};
+  j["decoder"] = decoder;
+  return j;
+}
+
+inline nlohmann::json llama2_decoder() {
+  return {{"type", "Sequence"},
+          {"decoders",
+           {{{"type", "Replace"}, {"pattern", {{"String", kSp}}}, {"content", " "}},
+            {{"type", "ByteFallback"}},
+            {{"type", "Fuse"}},
+            {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
 }
 
 inline Tokenizer load(const nlohmann::json& j) { return Tokenizer::from_json(j.dump(), "test tokenizer.json"); }

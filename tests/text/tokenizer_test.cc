@@ -161,31 +161,5 @@ TEST(EncodeDecode, InvalidUtf8InputIsRepairedFirst) {
   EXPECT_EQ(tok.encode("a\xFF" "b\xE2\x82"), (Ids{0, 14, 1, 14}));
 }
 
-TEST(DecodeStream, HoldsByteFallbackPiecesUntilTheCharacterIsComplete) {
-  // The example of HF's DecodeStream documentation (tokenizer/mod.rs).
-  json j = tiny_tokenizer_json();
-  j["model"]["vocab"] = {{"<0x20>", 0}, {"<0xC3>", 1}, {"<0xA9>", 2}, {" This", 3}};
-  j["model"]["merges"] = json::array();
-  j["model"]["byte_fallback"] = true;
-  j["decoder"] = {{"type", "ByteFallback"}};
-  const Tokenizer tok = load(j);
-  DecodeStream stream(tok);
-  EXPECT_EQ(stream.step(0), " ");
-  EXPECT_EQ(stream.step(1), std::nullopt);  // half of é
-  EXPECT_EQ(stream.step(2), "\xC3\xA9");
-}
-
-TEST(DecodeStream, KeepsTheSpaceThatMetaspaceDropsAtTheStart) {
-  json j = tiny_tokenizer_json();
-  j["model"]["vocab"] = {{"\xE2\x96\x81This", 0}};
-  j["model"]["merges"] = json::array();
-  j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}};
-  const Tokenizer tok = load(j);
-  EXPECT_EQ(tok.decode(Ids{0, 0}), "This This");
-  DecodeStream stream(tok);
-  EXPECT_EQ(stream.step(0), "This");
-  EXPECT_EQ(stream.step(0), " This");
-}
-
 }  // namespace
 }  // namespace ferry::text

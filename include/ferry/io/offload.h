@@ -161,4 +161,31 @@ class PrefixedDataset : public WeightsMap {
   std::string prefix_;  // empty, or ending in '.'
 };
 
+/// A weights map in which some keys are other names of keys of `dataset`: get("lm_head.weight") returns
+/// dataset.get("model.embed_tokens.weight") when the first is an alias of the second. Tied parameters use it: a
+/// checkpoint or offload folder stores a tied weight once, under one of its names, while the hooks of every module
+/// that shares it ask for it by their own name. Keys `dataset` has itself are never redirected.
+/// (No Accelerate counterpart: Accelerate fails with a KeyError when a tied weight's other name is on disk.)
+///
+///   AliasedWeightsMap w(loader, {{"lm_head.weight", "model.embed_tokens.weight"}});
+class AliasedWeightsMap : public WeightsMap {
+ public:
+  AliasedWeightsMap(std::shared_ptr<const WeightsMap> dataset, std::map<std::string, std::string> aliases);
+
+  Tensor get(const std::string& key) const override { return dataset_->get(resolve(key)); }
+  bool contains(const std::string& key) const override { return dataset_->contains(resolve(key)); }
+  bool prefetch(const std::string& key) const noexcept override { return dataset_->prefetch(resolve(key)); }
+  /// The dataset's keys, then the aliases. O(N).
+  std::vector<std::string> keys() const override;
+  std::size_t size() const override { return dataset_->size() + aliases_.size(); }
+
+  const std::map<std::string, std::string>& aliases() const noexcept { return aliases_; }
+
+ private:
+  const std::string& resolve(const std::string& key) const;
+
+  std::shared_ptr<const WeightsMap> dataset_;
+  std::map<std::string, std::string> aliases_;  // alias -> key of dataset_
+};
+
 }  // namespace ferry::io

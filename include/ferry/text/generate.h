@@ -43,15 +43,22 @@ struct GenerateTimings {
 struct GenerateResult {
   std::vector<TokenId> prompt_ids;
   std::vector<TokenId> generated_ids;
-  std::string text;          // the generated text as streamed (stop strings withheld)
+  std::string text;          // the generated text as streamed: decode(generated_ids) less an EOS token's text, cut
+                             // before a stop string
   StopReason stop_reason = StopReason::None;
   GenerateTimings timings;
   std::vector<std::vector<float>> step_logits;  // record_logits rows of [vocab]
 };
 
 /// Called with each piece of text as soon as it is safe to show (may be empty when a token completes no
-/// character yet) and the token id. Return false to stop generating.
+/// character yet) and the token id. Return false to stop generating. After the last token, text the
+/// decoder still held back (a byte-fallback run or an incomplete UTF-8 sequence at the end) comes in one
+/// more call with id kEndOfText, whose return value is ignored. The pieces together always equal
+/// GenerateResult::text.
 using TokenCallback = std::function<bool(std::string_view text, TokenId id)>;
+
+/// The id of the TokenCallback call that carries the text held back at the end of generation.
+inline constexpr TokenId kEndOfText = -1;
 
 /// Token ids as the [n] int64 tensor CausalLM::logits takes.
 Tensor token_ids_tensor(std::span<const TokenId> ids);

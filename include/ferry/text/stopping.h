@@ -14,6 +14,7 @@
 //     auto step = stop.push(id, stream.step(id).value_or(""));
 //     std::cout << step.text;                                    // safe to show now
 //   }
+//   std::cout << stop.finish(stream.finish()).text;               // what the decoder still held
 #pragma once
 
 #include <cstddef>
@@ -52,6 +53,12 @@ class StopChecker {
   /// own text is never shown. Throws ferry::Error when called after generation stopped.
   Step push(TokenId id, std::string_view new_text);
 
+  /// Ends the text: `tail` is what the decoder still held (DecodeStream::finish()). Returns the text now
+  /// safe to show, which is everything still withheld plus `tail`, cut at a stop string found in them
+  /// (reason() becomes StopString when generation had not stopped yet). Nothing after a stop string that
+  /// already matched is shown. May be called once generation stopped, or to end it early.
+  Step finish(std::string_view tail);
+
   bool stopped() const { return reason_ != StopReason::None; }
   StopReason reason() const { return reason_; }
   /// The stop string that matched (empty unless reason() == StopString).
@@ -60,6 +67,7 @@ class StopChecker {
 
  private:
   std::string release_all();
+  std::size_t first_stop_string();
 
   StopCriteria criteria_;
   StopReason reason_ = StopReason::None;

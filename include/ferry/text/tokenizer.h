@@ -91,16 +91,32 @@ class Tokenizer {
 };
 
 /// Incremental decoding for streaming generation: feed ids one at a time, get text as soon as it is
-/// final. Never returns half a UTF-8 character (byte-fallback tokens and byte-level pieces are held until
-/// their character is complete), and handles decoders whose output for a token depends on its
-/// neighbours (Metaspace's leading space, Strip) by decoding a short window of recent ids and emitting
-/// only the new suffix. Hugging Face: tokenizers.decoders.DecodeStream (same algorithm, same output).
+/// final, then call finish() once for whatever was still held back. The pieces, concatenated with
+/// finish(), always equal decode(all ids) — for every decoder ferry supports, whatever the ids — and
+/// step() never throws on odd ids.
+///
+/// Text is held back while it could still change:
+///   - a trailing run of byte-fallback tokens (<0xNN>): ByteFallback turns the whole run into U+FFFD, one
+///     per byte, when the run is not valid UTF-8, so even a run that is valid so far ("i") may decode
+///     differently once the run ends. It is released when a token that is not a byte piece arrives (ids
+///     that decode() drops, unknown or skipped special ones, do not end a run).
+///   - text ending in U+FFFD: an incomplete UTF-8 sequence of byte-level pieces.
+/// Decoders whose output for a token depends on its neighbours (Metaspace's leading space, Strip) are
+/// handled as in Hugging Face: a short window of recent ids is decoded and only the new suffix emitted.
+/// A decoder whose output is not prefix-stable even so (rare: e.g. a BPEDecoder suffix inside a piece)
+/// makes the stream fall back to decoding every id so far at each step, holding text until the decode
+/// again extends what was emitted.
+///
+/// Hugging Face: tokenizers.decoders.DecodeStream (the same chunks for ids without byte-fallback pieces;
+/// HF emits byte runs as soon as they are valid and raises where its output would change, ferry waits
+/// for the run to end and never raises), plus transformers' TextStreamer.end() as finish().
 ///
 /// Holds a reference to the tokenizer, which must outlive it. Not thread-safe (one per stream).
 ///
 /// Example:
 ///   ferry::text::DecodeStream stream(tok);
 ///   for (TokenId id : generated) if (auto piece = stream.step(id)) std::cout << *piece << std::flush;
+///   std::cout << stream.finish();
 class DecodeStream {
  public:
   explicit DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens = false);
@@ -108,12 +124,36 @@ class DecodeStream {
   /// The text completed by `id`, or nullopt when `id` does not complete any text yet.
   std::optional<std::string> step(TokenId id);
 
+  /// The text still held back (a byte run or an incomplete UTF-8 sequence at the end, which then
+  /// decode as decode() does: invalid bytes become U+FFFD). The stream may go on after it (further
+  /// pieces continue the same text), but text finish() returned is final even if later ids would have
+  /// decoded it differently.
+  std::string finish();
+
+  /// All text returned so far by step() and finish().
+  const std::string& emitted() const { return emitted_; }
+
  private:
+  std::optional<std::string> step_window();
+  std::optional<std::string> step_full();
+  std::size_t settled_end(std::size_t floor) const;
+  std::string decode(std::size_t begin, std::size_t end) const;
+  std::string emit(std::string text);
+
   const Tokenizer* tokenizer_;
   bool skip_special_tokens_;
-  std::vector<TokenId> ids_;  // the window: ids before prefix_index_ give context, the rest are pending
-  std::string prefix_;        // decode of the window's context, already emitted
-  std::size_t prefix_index_ = 0;
+  // Every id of the stream and its kind: a byte-fallback piece, an id decode() drops (unknown, or special and
+  // skipped), or text. Indices below are into these.
+  enum class Kind : unsigned char { Byte, Dropped, Text };
+  std::vector<TokenId> ids_;
+  std::vector<Kind> kind_;
+  std::size_t start_ = 0;        // first id since the last finish()
+  std::size_t window_ = 0;       // first id of the decode window: [window_, context_end_) is context
+  std::size_t context_end_ = 0;  // ids from here on are pending (not yet emitted)
+  std::string prefix_;           // decode of the context, already emitted
+  std::string emitted_;          // everything returned so far
+  std::size_t emitted_at_start_ = 0;  // emitted_.size() at start_
+  bool full_ = false;            // fallback: decode every id since start_ at each step
 };
 
 }  // namespace ferry::text
