@@ -122,9 +122,21 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
   std::shared_ptr<const io::WeightsMap> weights_map;
   std::optional<std::filesystem::path> save_folder;
   if (!disk_modules.empty()) save_folder = options.offload_dir;
-  if (state_dict || save_folder || options.offload_index)
-    weights_map = std::make_shared<io::OffloadedWeightsLoader>(state_dict.value_or(io::StateDict{}), save_folder,
-                                                               options.offload_index);
+  if (state_dict || save_folder || options.offload_index) {
+    auto loader = std::make_shared<io::OffloadedWeightsLoader>(state_dict.value_or(io::StateDict{}), save_folder,
+                                                              options.offload_index);
+    // Disk reads: page-cache views, or O_DIRECT into a staging pool when RAM cannot cache the disk part.
+    std::shared_ptr<io::StagedReader> reader = options.staged_reader;
+    if (!reader && has_disk &&
+        io::choose_offload_io(options.offload_io, loader->disk_bytes(), io::cacheable_ram_bytes()) ==
+            io::OffloadIo::Direct) {
+      const std::size_t pool =
+          options.staging_bytes ? options.staging_bytes : staging_bytes_for(model, device_map, options.prefetch);
+      reader = std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = pool});
+    }
+    if (has_disk) loader->set_staged_reader(std::move(reader));
+    weights_map = std::move(loader);
+  }
   // A tied weight is stored once (lm_head.weight usually not at all): every name of its group reads the stored one.
   weights_map = with_tied_names(model, std::move(weights_map));
 
@@ -150,6 +162,31 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
     log_warning("Some parameters are on the meta device because they were offloaded to the {}.",
                 offloaded_to.size() == 2 ? "cpu and disk" : offloaded_to.front());
   guard_moves(model);
+}
+
+std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map) {
+  std::uint64_t total = 0;
+  for (const auto& [name, t] : model.state_dict()) {
+    const auto d = map.device_for(name);
+    if (d && d->is_disk()) total += t.nbytes();
+  }
+  return total;
+}
+
+std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
+  std::size_t largest = 0;
+  bool any = false;
+  for (const auto& [prefix, module] : model.named_modules()) {
+    std::size_t own = 0;
+    for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
+      const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
+      if (d && d->is_disk()) own += t.nbytes() + 4096;  // a read widens to whole blocks
+    }
+    any = any || own > 0;
+    largest = std::max(largest, own);
+  }
+  if (!any) return 0;
+  return std::max<std::size_t>(largest * static_cast<std::size_t>(std::max(prefetch, 0) + 2), std::size_t{64} << 20);
 }
 
 }  // namespace ferry

@@ -42,6 +42,44 @@ SafetensorsFile OffloadedWeightsLoader::safetensors_of(const OffloadEntry& info)
   return it->second;
 }
 
+OffloadedWeightsLoader::DiskTensor OffloadedWeightsLoader::locate(const std::string& key,
+                                                                  const OffloadEntry& info) const {
+  if (info.in_safetensors()) {
+    const SafetensorsFile st = safetensors_of(info);
+    const std::string& name = name_in_file(info, key);
+    const SafetensorsEntry* e = st.find(name);
+    if (!e)
+      throw Error("no tensor of this name in the file", st.path().string() + ": " + name,
+                  "offload index entry " + key);
+    return {FileRange{st.path(), st.data_start() + e->begin, e->end - e->begin}, e->shape, e->dtype};
+  }
+  if (save_folder_.empty()) throw Error("weight is offloaded to disk but no offload folder was given", key);
+  if (!info.dtype || !info.shape) throw Error("offload entry lacks a dtype or shape", key);
+  const fs::path file = save_folder_ / (key + ".dat");
+  const std::uint64_t want = static_cast<std::uint64_t>(shape_numel(*info.shape)) * dtype_size(*info.dtype);
+  std::error_code ec;
+  const std::uint64_t size = fs::file_size(file, ec);
+  if (ec) throw Error("cannot read the offloaded weight: " + ec.message(), file.string());
+  if (size != want)
+    throw Error("file holds " + std::to_string(size) + " bytes, but the index says " + shape_str(*info.shape) + " " +
+                    std::string(numpy_dtype_name(*info.dtype)) + " (" + std::to_string(want) + " bytes)",
+                file.string(), "the offload folder is incomplete or corrupt; offload the weights again");
+  return {FileRange{file, 0, want}, *info.shape, *info.dtype};
+}
+
+std::uint64_t OffloadedWeightsLoader::disk_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [key, info] : index_) {
+    if (state_dict_.contains(key)) continue;
+    try {
+      total += locate(key, info).range.length;
+    } catch (const Error&) {
+      // get() reports it
+    }
+  }
+  return total;
+}
+
 Tensor OffloadedWeightsLoader::get(const std::string& key) const {
   if (const Tensor* t = state_dict_.find(key)) return *t;
   auto it = index_.find(key);
@@ -50,7 +88,12 @@ Tensor OffloadedWeightsLoader::get(const std::string& key) const {
                 save_folder_.empty() ? "" : "offload folder: " + save_folder_.string());
   const OffloadEntry& info = it->second;
   Tensor t;
-  if (info.in_safetensors()) {
+  if (reader_) {
+    // Staged: the bytes come from disk into the reader's pool; a cast reads the staging buffer, which is then freed.
+    const DiskTensor d = locate(key, info);
+    t = reader_->take(d.range, d.shape, d.dtype);
+    if (info.in_safetensors() && info.dtype && *info.dtype != d.dtype) t = t.to(*info.dtype);
+  } else if (info.in_safetensors()) {
     const SafetensorsFile st = safetensors_of(info);
     const std::string& name = name_in_file(info, key);
     try {
@@ -71,6 +114,7 @@ bool OffloadedWeightsLoader::prefetch(const std::string& key) const noexcept {
   if (it == index_.end()) return false;
   const OffloadEntry& info = it->second;
   try {
+    if (reader_) return reader_->prefetch(locate(key, info).range);
     if (info.in_safetensors()) return safetensors_of(info).prefetch(name_in_file(info, key));
     if (save_folder_.empty()) return false;
     // get() maps the .dat anew each time: reading it through a mapping of our own fills the page cache the way

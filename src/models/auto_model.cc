@@ -112,6 +112,8 @@ void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, con
   if (has_disk) dispatch.offload_index = loaded.offload_index;
   dispatch.skip_keys = {"past_key_values"};  // transformers' _skip_keys_device_placement
   dispatch.prefetch = options.prefetch;
+  dispatch.offload_io = options.offload_io;
+  dispatch.staged_reader = options.staged_reader;
   dispatch_model(model, map, dispatch);
 }
 

@@ -34,7 +34,24 @@ struct DispatchOptions {
   /// Beyond Accelerate: how many offloaded modules ahead to read while one computes (big_modeling/prefetch.h).
   /// 0: each module's weights are read when it starts, as Accelerate does. Outputs are identical either way.
   int prefetch = 2;
+  /// Beyond Accelerate: how disk-mapped weights are read. Mmap: views of the page cache (Accelerate's way; right
+  /// when RAM can cache them). Direct: O_DIRECT reads through io_uring into a bounded staging pool
+  /// (io/staged_reader.h; right when RAM is short). Auto: Direct when the disk-placed bytes exceed what RAM can
+  /// cache (io::choose_offload_io). Outputs are bit-identical either way.
+  io::OffloadIo offload_io = io::OffloadIo::Auto;
+  /// The staging pool's size for Direct; 0: staging_bytes_for(model, map, prefetch).
+  std::size_t staging_bytes = 0;
+  /// Direct reads through this reader (its pool and statistics are the caller's), whatever offload_io says.
+  std::shared_ptr<io::StagedReader> staged_reader;
 };
+
+/// The staging pool direct disk reads need for `map`: the largest set of tensors one hook loads at once (a module's
+/// own disk-mapped tensors) times prefetch + 2 (the one computing, the ones read ahead, one being released), at
+/// least 64 MiB; 0 when nothing is on disk. Counted in the plan's cpu budget when direct reads are used.
+std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
+
+/// Bytes of the tensors `map` puts on disk.
+std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map);
 
 /// Accelerate: dispatch_model(model, device_map, main_device, state_dict, offload_dir, offload_index,
 /// offload_buffers, skip_keys, preload_module_classes, force_hooks). The rules:

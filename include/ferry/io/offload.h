@@ -34,6 +34,7 @@
 #include "ferry/core/dtype.h"
 #include "ferry/core/tensor.h"
 #include "ferry/io/safetensors.h"
+#include "ferry/io/staged_reader.h"
 #include "ferry/io/state_dict.h"
 
 namespace ferry::io {
@@ -125,9 +126,25 @@ class OffloadedWeightsLoader : public WeightsMap {
 
   const OffloadIndex& index() const noexcept { return index_; }
 
+  /// Disk entries are read through `reader` from now on: O_DIRECT reads into its staging pool instead of mapped
+  /// views (prefetch() starts the read, get() takes it). Null: mapped views again. Set it before the loader is used
+  /// by a forward.
+  void set_staged_reader(std::shared_ptr<StagedReader> reader) { reader_ = std::move(reader); }
+  const std::shared_ptr<StagedReader>& staged_reader() const noexcept { return reader_; }
+
+  /// Bytes the index's disk entries hold (what a forward reads from disk), RAM entries excluded.
+  std::uint64_t disk_bytes() const;
+
  private:
   /// The safetensors file an entry points into (relative paths against the offload folder), opened once.
   SafetensorsFile safetensors_of(const OffloadEntry& info) const;
+  /// Where a disk entry's bytes are in its file, with their stored shape and dtype.
+  struct DiskTensor {
+    FileRange range;
+    Shape shape;
+    DType dtype;
+  };
+  DiskTensor locate(const std::string& key, const OffloadEntry& info) const;
 
   StateDict state_dict_;
   std::filesystem::path save_folder_;
@@ -136,6 +153,7 @@ class OffloadedWeightsLoader : public WeightsMap {
   std::vector<std::string> all_keys_;
   mutable std::mutex mu_;
   mutable std::map<std::filesystem::path, SafetensorsFile> open_files_;
+  std::shared_ptr<StagedReader> reader_;
 };
 
 /// The keys of `dataset` under `prefix`, seen without it. Accelerate: PrefixedDataset

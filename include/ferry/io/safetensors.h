@@ -72,6 +72,8 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const noexcept { return header_->metadata; }
   /// Entries in data order.
   const std::vector<SafetensorsEntry>& entries() const noexcept { return header_->tensors; }
+  /// Absolute file offset of the data section: a tensor's bytes are at data_start() + entry.begin.
+  std::size_t data_start() const noexcept { return header_->data_start; }
   std::vector<std::string> keys() const;
   bool contains(std::string_view name) const { return find(name) != nullptr; }
   /// nullptr when absent.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/device_map.h"  // DeviceMap
+#include "ferry/io/staged_reader.h"  // OffloadIo, StagedReader
 #include "ferry/big_modeling/load_checkpoint.h"  // LoadProgressCallback
 #include "ferry/big_modeling/max_memory.h"  // MaxMemory
 #include "ferry/core/dtype.h"
@@ -48,6 +49,11 @@ struct FromPretrainedOptions {
   /// Beyond HF: offloaded modules read this many modules ahead while one computes (DispatchOptions::prefetch);
   /// 0 = each module's weights are read when it starts, as Accelerate does.
   int prefetch = 2;
+  /// Beyond HF: how disk-placed weights are read (DispatchOptions::offload_io): auto, direct (O_DIRECT into a
+  /// staging pool) or mmap (page cache).
+  io::OffloadIo offload_io = io::OffloadIo::Auto;
+  /// Direct reads go through this reader when set (the caller keeps its statistics); see DispatchOptions.
+  std::shared_ptr<io::StagedReader> staged_reader;
 };
 
 class AutoModelForCausalLM {

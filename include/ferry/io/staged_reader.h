@@ -1,0 +1,111 @@
+// StagedReader: offloaded weights read from disk without relying on the page cache, for models whose disk part does
+// not fit in RAM. Reads are O_DIRECT, queued deep through io_uring, into a bounded pool of staging buffers that are
+// reused from one module to the next (no fresh pages to zero, nothing left in the page cache to evict).
+//
+// The Prefetcher (big_modeling/prefetch.h) calls prefetch() for the modules about to run; the module's hook calls
+// take() when it runs, which waits for the read in flight (or reads at once if nothing was prefetched). The tensor
+// take() returns views its staging buffer, which goes back to the pool when the last view of it is dropped (the hook
+// puts the weight back on meta after the forward). So the pool bounds what offloading holds in RAM.
+//
+// Falls back, with one warning each, to buffered reads when the filesystem refuses O_DIRECT (tmpfs, some FUSE
+// mounts) and to pread() when io_uring is unavailable (old kernels, seccomp). Staging memory is plain host memory
+// now; a CUDA build gives the pool pinned memory through the same interface (StagedReaderOptions::allocate).
+//
+// No Accelerate counterpart (Accelerate maps .dat files with numpy.memmap, i.e. the page cache). The pattern is the
+// one of DeepSpeed ZeRO-Infinity's NVMe offload (aio with a deep queue into pinned buffers).
+//
+//   io::StagedReader reader({.pool_bytes = 512 << 20});
+//   reader.prefetch(io::FileRange{"offload/w.dat", 0, n});                    // on the prefetch thread
+//   Tensor w = reader.take(io::FileRange{"offload/w.dat", 0, n}, {4096, 4096}, DType::BF16);  // in the forward
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ferry/core/dtype.h"
+#include "ferry/core/tensor.h"
+
+namespace ferry::io {
+
+/// Where the bytes of one tensor are: `length` bytes at `offset` of `path`.
+struct FileRange {
+  std::filesystem::path path;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+/// How offloaded (disk) weights are read. Auto: Direct when the disk-placed bytes exceed what RAM can cache, Mmap
+/// when they fit (see choose_offload_io).
+enum class OffloadIo { Auto, Direct, Mmap };
+
+/// "auto", "direct" or "mmap" (what --offload-io takes). Throws ferry::Error for anything else.
+OffloadIo parse_offload_io(std::string_view text);
+const char* to_string(OffloadIo io);
+
+/// Bytes of RAM the page cache can use for this process: MemAvailable, capped by the memory cgroup's limit less its
+/// usage (cgroup v1 memory.limit_in_bytes, or v2 memory.max) when one applies.
+std::uint64_t cacheable_ram_bytes();
+
+/// Auto's decision: Direct when `disk_bytes` > 0.8 × `cacheable` (what the page cache could keep), else Mmap.
+/// Direct and Mmap are returned as they are.
+OffloadIo choose_offload_io(OffloadIo requested, std::uint64_t disk_bytes, std::uint64_t cacheable);
+
+struct StagedReaderOptions {
+  std::size_t pool_bytes = std::size_t{256} << 20;  ///< staging memory for reads in flight and tensors in use
+  unsigned queue_depth = 16;                        ///< reads in flight at once (io_uring)
+  std::size_t chunk_bytes = std::size_t{1} << 20;   ///< size of one read (a multiple of 4096)
+  bool use_io_uring = true;                         ///< false: pread() on the reader thread
+  bool direct = true;                               ///< false: buffered reads (still staged and bounded)
+  /// Allocates `n` bytes of staging memory, 4096-aligned (default: huge-page host memory); `release` frees it.
+  std::function<void*(std::size_t n)> allocate;
+  std::function<void(void*, std::size_t n)> release;
+  /// Opens a file as open(2) would (flags include O_DIRECT unless direct is false); default ::open. Lets tests
+  /// stand in for a filesystem that refuses O_DIRECT.
+  std::function<int(const char* path, int flags)> open_file;
+};
+
+struct StagedReaderStats {
+  std::uint64_t tensors = 0;         ///< take() calls served
+  std::uint64_t bytes_read = 0;      ///< bytes read from files (with alignment padding)
+  std::uint64_t prefetched = 0;      ///< take() calls whose read a prefetch had started
+  std::uint64_t evicted = 0;         ///< prefetched reads dropped unused (the order changed)
+  double read_seconds = 0;           ///< wall time the reader thread had reads in flight
+  double wait_seconds = 0;           ///< time take() callers spent waiting for bytes
+  std::size_t pool_peak = 0;         ///< most staging memory allocated at once
+  std::size_t overflow_peak = 0;     ///< most memory allocated beyond pool_bytes (reads nobody prefetched)
+  bool io_uring = false;             ///< io_uring ran (else pread)
+  bool direct = false;               ///< every file was read with O_DIRECT
+};
+
+class StagedReader {
+ public:
+  explicit StagedReader(StagedReaderOptions options = {});
+  ~StagedReader();
+  StagedReader(const StagedReader&) = delete;
+  StagedReader& operator=(const StagedReader&) = delete;
+
+  /// Starts reading `range` into a staging buffer unless it is already staged or being read. Returns at once unless
+  /// the pool is full, then waits until tensors in use are released. Never throws: take() reports a failed read.
+  /// Returns whether it started a read.
+  bool prefetch(const FileRange& range) noexcept;
+
+  /// The bytes of `range` as a tensor of `shape` and `dtype` (whose size must equal range.length), viewing a staging
+  /// buffer; waits for a prefetch in flight or reads at once. Each prefetch is taken once: a second take() reads
+  /// again. Throws ferry::Error naming the file when it cannot be opened or read, or ends before the range (a file
+  /// truncated after planning).
+  Tensor take(const FileRange& range, const Shape& shape, DType dtype);
+
+  StagedReaderStats stats() const;
+  const StagedReaderOptions& options() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry::io
