@@ -1,6 +1,8 @@
 // Shared pieces of the `ferry` subcommands (see cli.h).
 #include "cli.h"
 
+#include "ferry/big_modeling/dispatch.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +13,7 @@
 
 #include "ferry/big_modeling/module_sizes.h"
 #include "ferry/core/error.h"
+#include "ferry/core/logging.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/models/config.h"
 
@@ -48,6 +51,11 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
                  "offloaded modules to read ahead while one computes (default 2; 0: read each when it starts, as "
                  "Accelerate does)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--offload-io", offload_io,
+                 "how disk-placed weights are read: direct (O_DIRECT into a staging pool counted in the plan, for "
+                 "models bigger than RAM), mmap (the page cache), auto (default: direct when the disk part exceeds "
+                 "what RAM can cache)")
+      ->check(CLI::IsMember({"auto", "direct", "mmap"}));
 }
 
 void ModelFlags::apply() const {
@@ -88,6 +96,7 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   if (!offload_folder.empty()) o.offload_folder = offload_folder;
   o.no_split_module_classes = no_split;
   o.prefetch = prefetch;
+  o.offload_io = io::parse_offload_io(offload_io);
   return o;
 }
 
@@ -194,6 +203,7 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
   auto dm = flags.device_map_value();
   if (auto* map = std::get_if<DeviceMap>(&dm)) {
     out.device_map = *map;
+    resolve_offload_io(skeleton, flags, out);
     return out;
   }
   std::string mode = std::holds_alternative<std::string>(dm) ? std::get<std::string>(dm) : "auto";
@@ -213,11 +223,46 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
                               "KV cache for " + std::to_string(flags.context) + " tokens"});
   }
   out.device_map = plan_device_map(skeleton, parse_device_map_mode(mode), o);
+  resolve_offload_io(skeleton, flags, out);
+  if (out.offload_io == io::OffloadIo::Direct && out.staging_bytes > 0) {
+    // The staging pool lives in RAM: plan again with it reserved from the cpu budget.
+    PlanOptions with_pool = o;
+    with_pool.reservations.push_back(
+        {Device::cpu(), static_cast<int64_t>(out.staging_bytes), "staging pool (direct disk reads)"});
+    try {
+      out.device_map = plan_device_map(skeleton, parse_device_map_mode(mode), with_pool);
+      out.options = with_pool;
+      resolve_offload_io(skeleton, flags, out);
+    } catch (const Error& e) {
+      if (flags.offload_io == "direct") throw;
+      // auto: a budget too small for the pool reads through the page cache instead.
+      log_info("the cpu budget cannot also hold a {} staging pool; disk weights are read through the page cache",
+               format_bytes(static_cast<int64_t>(out.staging_bytes)));
+      out.offload_io = io::OffloadIo::Mmap;
+      out.staging_bytes = 0;
+    }
+  }
   return out;
+}
+
+void resolve_offload_io(const models::CausalLM& skeleton, const ModelFlags& flags, PlannedModel& plan) {
+  const std::uint64_t disk = disk_bytes_of(skeleton, plan.device_map);
+  plan.offload_io = disk == 0 ? io::OffloadIo::Mmap
+                              : io::choose_offload_io(io::parse_offload_io(flags.offload_io), disk,
+                                                      io::cacheable_ram_bytes());
+  plan.staging_bytes =
+      plan.offload_io == io::OffloadIo::Direct ? staging_bytes_for(skeleton, plan.device_map, flags.prefetch) : 0;
 }
 
 void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedModel& plan) {
   std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
+  if (disk_bytes_of(skeleton, plan.device_map) > 0) {
+    if (plan.offload_io == io::OffloadIo::Direct)
+      std::fprintf(out, "disk reads: direct (O_DIRECT into a %s staging pool, reserved above)\n",
+                   format_bytes(static_cast<int64_t>(plan.staging_bytes)).c_str());
+    else
+      std::fprintf(out, "disk reads: mmap (page cache; RAM can hold the disk part)\n");
+  }
 }
 
 }  // namespace ferry::cli

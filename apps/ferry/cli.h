@@ -35,6 +35,7 @@ struct ModelFlags {
   bool no_disk = false;           // never plan onto disk: a model that does not fit is an error
   int threads = 0;                // -t; 0 = all cores
   int prefetch = 2;               // offloaded modules read ahead; 0 = synchronous (Accelerate)
+  std::string offload_io = "auto";  // auto | direct | mmap: how disk-placed weights are read
 
   /// Registers the flags on `cmd`; `positional_model` also accepts the folder as the first positional argument.
   void add_to(CLI::App& cmd, bool positional_model = false);
@@ -81,7 +82,12 @@ class ProgressBar {
 struct PlannedModel {
   DeviceMap device_map;
   PlanOptions options;  // what it was planned with (budgets, reservations), for format_plan
+  io::OffloadIo offload_io = io::OffloadIo::Mmap;  // how the disk part is read (--offload-io resolved)
+  std::size_t staging_bytes = 0;                    // the staging pool for direct reads (reserved from cpu)
 };
+
+/// Sets plan.offload_io (auto resolved against cacheable RAM) and plan.staging_bytes for plan.device_map.
+void resolve_offload_io(const models::CausalLM& skeleton, const ModelFlags& flags, PlannedModel& plan);
 PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flags, DType dtype);
 
 /// The plan as a table (module, device, bytes, dtype) and totals per device including reservations.

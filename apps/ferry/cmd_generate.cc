@@ -59,6 +59,7 @@ void print_stats(const LoadedModel& lm, const text::GenerateResult& r) {
     std::fprintf(stderr, "  streamed %s per forward, %s in all (%zu forwards)\n",
                  format_bytes(lm.streamed_bytes_per_forward).c_str(),
                  format_bytes(lm.streamed_bytes_per_forward * static_cast<int64_t>(forwards)).c_str(), forwards);
+  if (const std::string io = disk_io_line(lm, forwards); !io.empty()) std::fprintf(stderr, "  %s\n", io.c_str());
 }
 
 nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r) {
@@ -73,6 +74,12 @@ nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r)
                   {"prefill_tokens_per_s", r.timings.prefill_tokens_per_second()},
                   {"decode_tokens_per_s", r.timings.decode_tokens_per_second()}};
   j["device_map"] = nlohmann::json::parse(lm.plan.device_map.to_json());
+  j["offload_io"] = lm.staged_reader ? "direct" : "mmap";
+  if (lm.staged_reader) {
+    const auto s = lm.staged_reader->stats();
+    j["disk_io"] = {{"bytes_read", s.bytes_read}, {"read_s", s.read_seconds}, {"wait_s", s.wait_seconds},
+                    {"io_uring", s.io_uring}, {"o_direct", s.direct}, {"staging_peak", s.pool_peak + s.overflow_peak}};
+  }
   if (!r.step_logits.empty()) j["logits"] = r.step_logits;
   return j;
 }

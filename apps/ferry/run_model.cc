@@ -1,6 +1,8 @@
 // load_for_run (see run_model.h).
 #include "run_model.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <fstream>
 
@@ -66,6 +68,11 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
 
   models::FromPretrainedOptions o = flags.from_pretrained_options();
   o.device_map = out.plan.device_map;
+  o.offload_io = out.plan.offload_io;
+  if (out.plan.offload_io == io::OffloadIo::Direct && out.plan.staging_bytes > 0) {
+    out.staged_reader = std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = out.plan.staging_bytes});
+    o.staged_reader = out.staged_reader;
+  }
   o.dtype = out.dtype;
   ProgressBar bar("loading");
   o.on_progress = [&bar](const LoadProgress& p) { bar.update(p); };
@@ -75,6 +82,21 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   bar.finish();
   out.eos_token_ids = eos_ids(flags.model);
   return out;
+}
+
+std::string disk_io_line(const LoadedModel& lm, std::size_t forwards) {
+  bool has_disk = false;
+  for (const auto& [name, d] : lm.plan.device_map) has_disk = has_disk || d.is_disk();
+  if (!has_disk) return "";
+  if (!lm.staged_reader) return "disk io: mmap (page cache)";
+  const io::StagedReaderStats s = lm.staged_reader->stats();
+  std::string line = fmt::format("disk io: direct ({}, {})", s.io_uring ? "io_uring" : "pread",
+                                 s.direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT");
+  if (forwards > 0)
+    line += fmt::format(", {} read per forward", format_bytes(static_cast<int64_t>(s.bytes_read / forwards)));
+  if (s.read_seconds > 0) line += fmt::format(", {:.2f} GB/s while reading", s.bytes_read / s.read_seconds / 1e9);
+  line += fmt::format(", staging peak {}", format_bytes(static_cast<int64_t>(s.pool_peak + s.overflow_peak)));
+  return line;
 }
 
 }  // namespace ferry::cli

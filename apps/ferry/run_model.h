@@ -21,7 +21,13 @@ struct LoadedModel {
   /// Weight bytes per device as planned.
   MaxMemory usage;
   std::vector<text::TokenId> eos_token_ids;  // config.json / generation_config.json
+  /// The reader of disk-placed weights when they are read direct (plan.offload_io), for the end-of-run figures.
+  std::shared_ptr<io::StagedReader> staged_reader;
 };
+
+/// "disk io: direct (io_uring, O_DIRECT), 12.3 MiB read per token, 1.52 GB/s while reading" or "disk io: mmap
+/// (page cache)"; empty when nothing is on disk. `forwards`: the forwards run since loading.
+std::string disk_io_line(const LoadedModel& lm, std::size_t forwards);
 
 /// Plans, prints the plan to `log` (nullptr: nothing), loads. Throws ferry::Error with what to do.
 LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log);

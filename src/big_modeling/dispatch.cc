@@ -174,19 +174,21 @@ std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map) {
 }
 
 std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
-  std::size_t largest = 0;
-  bool any = false;
+  std::size_t largest = 0, all = 0;
   for (const auto& [prefix, module] : model.named_modules()) {
     std::size_t own = 0;
     for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
       const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
-      if (d && d->is_disk()) own += t.nbytes() + 4096;  // a read widens to whole blocks
+      if (d && d->is_disk()) own += t.nbytes() + 2 * 4096;  // a read widens to whole blocks
     }
-    any = any || own > 0;
+    all += own;
     largest = std::max(largest, own);
   }
-  if (!any) return 0;
-  return std::max<std::size_t>(largest * static_cast<std::size_t>(std::max(prefetch, 0) + 2), std::size_t{64} << 20);
+  if (all == 0) return 0;
+  // Never more than the whole disk part; else at least 64 MiB, so small layers still keep the queue deep.
+  const std::size_t want = std::max<std::size_t>(largest * static_cast<std::size_t>(std::max(prefetch, 0) + 2),
+                                                 std::size_t{64} << 20);
+  return std::min(want, all);
 }
 
 }  // namespace ferry

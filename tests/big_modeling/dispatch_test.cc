@@ -314,6 +314,41 @@ TEST(AliasedWeightsMap, ReadsAliasesThroughTheirTargetAndRefusesDanglingOnes) {
   EXPECT_EQ(own.get("v").to_vector<float>(), (std::vector<float>{3, 4}));
 }
 
+// Issue 21: disk_offload and dispatch_model with direct (O_DIRECT, staged) reads give the resident output, from an
+// offload folder and straight from a safetensors checkpoint.
+TEST_F(Dispatch, DirectDiskReadsGiveTheResidentOutputInEveryDiskMode) {
+  ModelForTest reference;
+  Tensor x = test::random_input({2, 3});
+  const Tensor expected = reference(x);
+  {
+    ScratchDir dir;
+    io::offload_state_dict(dir.path, test::state_dict_of(reference));
+    ModelForTest m;
+    make_meta(m);
+    disk_offload(m, dir.path, Device::cpu(), /*offload_buffers=*/true, {}, 2, io::OffloadIo::Direct);
+    EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, offload folder";
+    EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, offload folder, again";
+  }
+  {
+    ScratchDir dir;
+    io::save_safetensors(test::state_dict_of(reference), dir.path / "model.safetensors");
+    ModelForTest m;
+    make_meta(m);
+    disk_offload(m, dir.path, Device::virt(0), /*offload_buffers=*/true, {}, 0, io::OffloadIo::Direct);
+    EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, checkpoint";
+  }
+  {
+    ScratchDir dir;
+    auto reader = std::make_shared<io::StagedReader>();
+    ModelForTest m;
+    for (auto& [name, t] : reference.state_dict()) nn::set_module_tensor_to_device(m, name, Device::cpu(), t.clone());
+    dispatch_model(m, DeviceMap{{"linear1", Device::disk()}, {"batchnorm", Device::cpu()}, {"linear2", Device::disk()}},
+                   {.offload_dir = dir.path, .staged_reader = reader});
+    EXPECT_TRUE(same_values(m(x), expected)) << "dispatch_model";
+    EXPECT_EQ(reader->stats().tensors, 4u);  // two weights, two biases
+  }
+}
+
 TEST_F(Dispatch, PrefixesMatchWholeComponents) {
   auto model = test::sequential_model(11);  // linear1 .. linear11: "linear1" must not capture "linear10"
   Tensor x = test::random_input({2, 4});
