@@ -2,6 +2,7 @@
 #include "ferry/big_modeling/dispatch.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "ferry/big_modeling/attach.h"
@@ -174,21 +175,26 @@ std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map) {
 }
 
 std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
-  std::size_t largest = 0, all = 0;
+  std::vector<std::size_t> loads;  // what each hook loads at once: a module's own disk-mapped tensors
+  std::size_t all = 0;
   for (const auto& [prefix, module] : model.named_modules()) {
     std::size_t own = 0;
     for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
       const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
       if (d && d->is_disk()) own += t.nbytes() + 2 * 4096;  // a read widens to whole blocks
     }
+    if (own == 0) continue;
     all += own;
-    largest = std::max(largest, own);
+    loads.push_back(own);
   }
   if (all == 0) return 0;
-  // Never more than the whole disk part; else at least 64 MiB, so small layers still keep the queue deep.
-  const std::size_t want = std::max<std::size_t>(largest * static_cast<std::size_t>(std::max(prefetch, 0) + 2),
-                                                 std::size_t{64} << 20);
-  return std::min(want, all);
+  // The module computing, the `prefetch` read ahead, and one whose tensors are being released: the prefetch + 2
+  // largest loads. At least 64 MiB, so small layers still keep the queue deep; never more than the whole disk part.
+  std::sort(loads.begin(), loads.end(), std::greater<>());
+  std::size_t want = 0;
+  for (std::size_t i = 0; i < loads.size() && i < static_cast<std::size_t>(std::max(prefetch, 0) + 2); ++i)
+    want += loads[i];
+  return std::min(std::max<std::size_t>(want, std::size_t{64} << 20), all);
 }
 
 }  // namespace ferry

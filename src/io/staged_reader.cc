@@ -373,7 +373,9 @@ struct StagedReader::Impl {
         batch.push_back(new Chunk(std::move(r->pending.front())));
         r->pending.pop_front();
         ++r->in_flight;
+        if (r->pending.empty()) queue.pop_front();  // all of it submitted (a short read queues it again)
       }
+      if (batch.empty() && in_flight == 0) continue;  // only finished reads were queued: nothing to wait for
       if (in_flight == 0 && !batch.empty()) busy_since = Clock::now();
       if (!have_ring) {  // pread, one chunk at a time
         for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -397,7 +399,17 @@ struct StagedReader::Impl {
       }
       in_flight += batch.size();
       lock.unlock();
-      if (!batch.empty()) io_uring_submit(&ring);
+      for (std::size_t submitted = 0; submitted < batch.size();) {
+        const int n = io_uring_submit(&ring);
+        if (n > 0) {
+          submitted += static_cast<std::size_t>(n);
+        } else if (n == -EINTR || n == -EAGAIN || n == -EBUSY || n == 0) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));  // the kernel is short of resources: retry
+        } else {
+          log_once(LogLevel::Error, std::string("io_uring_submit failed: ") + std::strerror(-n) + "; retrying");
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
       io_uring_cqe* cqe = nullptr;
       int rc = io_uring_wait_cqe(&ring, &cqe);
       lock.lock();
