@@ -56,7 +56,9 @@ TEST(StagedReader, OddOffsetsAndSizesReadTheFileBytesOnEveryPath) {
     for (const bool ahead : {false, true}) {
       for (const auto& [offset, length] : ranges) {
         const FileRange r{file, offset, length};
-        if (ahead) EXPECT_TRUE(reader.prefetch(r));
+        if (ahead) {
+          EXPECT_TRUE(reader.prefetch(r));
+        }
         const Tensor t = reader.take(r, {static_cast<int64_t>(length)}, DType::U8);
         ASSERT_EQ(bytes_of(t), data.substr(offset, length)) << offset << "+" << length << (ahead ? " prefetched" : "");
       }

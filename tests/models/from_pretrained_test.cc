@@ -328,7 +328,9 @@ TEST(FromPretrained, DirectAndMmapDiskReadsAreBitIdenticalForEveryFamily) {
             const auto s = reader->stats();
             EXPECT_GT(s.tensors, 0u);
             EXPECT_EQ(s.overflow_peak, 0u) << "every read fit the pool: staged tensors were released after use";
-            if (prefetch > 0) EXPECT_GT(s.prefetched, 0u);
+            if (prefetch > 0) {
+              EXPECT_GT(s.prefetched, 0u);
+            }
           } else {
             EXPECT_EQ(reader->stats().tensors, 0u);
           }
