@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "ferry/big_modeling/dispatch.h"
+#include "ferry/big_modeling/offload_plan.h"
 
 #include <unistd.h>
 
@@ -222,36 +223,20 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
     o.reservations.push_back({main, kv_cache_bytes(skeleton.info(), flags.context),
                               "KV cache for " + std::to_string(flags.context) + " tokens"});
   }
-  out.device_map = plan_device_map(skeleton, parse_device_map_mode(mode), o);
-  resolve_offload_io(skeleton, flags, out);
-  if (out.offload_io == io::OffloadIo::Direct && out.staging_bytes > 0) {
-    // The staging pool lives in RAM: plan again with it reserved from the cpu budget.
-    PlanOptions with_pool = o;
-    with_pool.reservations.push_back(
-        {Device::cpu(), static_cast<int64_t>(out.staging_bytes), "staging pool (direct disk reads)"});
-    try {
-      out.device_map = plan_device_map(skeleton, parse_device_map_mode(mode), with_pool);
-      out.options = with_pool;
-      resolve_offload_io(skeleton, flags, out);
-    } catch (const Error& e) {
-      if (flags.offload_io == "direct") throw;
-      // auto: a budget too small for the pool reads through the page cache instead.
-      log_info("the cpu budget cannot also hold a {} staging pool; disk weights are read through the page cache",
-               format_bytes(static_cast<int64_t>(out.staging_bytes)));
-      out.offload_io = io::OffloadIo::Mmap;
-      out.staging_bytes = 0;
-    }
-  }
+  OffloadPlan planned = plan_with_offload_io(skeleton, parse_device_map_mode(mode), o,
+                                             io::parse_offload_io(flags.offload_io), flags.prefetch);
+  out.device_map = std::move(planned.device_map);
+  out.options = std::move(planned.options);
+  out.offload_io = planned.choice.io;
+  out.staging_bytes = planned.choice.staging_bytes;
   return out;
 }
 
 void resolve_offload_io(const models::CausalLM& skeleton, const ModelFlags& flags, PlannedModel& plan) {
-  const std::uint64_t disk = disk_bytes_of(skeleton, plan.device_map);
-  plan.offload_io = disk == 0 ? io::OffloadIo::Mmap
-                              : io::choose_offload_io(io::parse_offload_io(flags.offload_io), disk,
-                                                      io::cacheable_ram_bytes());
-  plan.staging_bytes =
-      plan.offload_io == io::OffloadIo::Direct ? staging_bytes_for(skeleton, plan.device_map, flags.prefetch) : 0;
+  const OffloadIoChoice c =
+      ferry::resolve_offload_io(skeleton, plan.device_map, io::parse_offload_io(flags.offload_io), flags.prefetch);
+  plan.offload_io = c.io;
+  plan.staging_bytes = c.staging_bytes;
 }
 
 void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedModel& plan) {

@@ -12,6 +12,7 @@
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/dispatch.h"
 #include "ferry/big_modeling/load_checkpoint.h"
+#include "ferry/big_modeling/offload_plan.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
@@ -79,15 +80,22 @@ std::vector<std::string> truly_missing(const nn::Module& model, const std::vecto
 void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, const FromPretrainedOptions& options,
                        DType dtype) {
   DeviceMap map;
+  OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
     PlanOptions plan;
     plan.max_memory = options.max_memory;
     plan.no_split_module_classes = options.no_split_module_classes;
     if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {model.info().block_class};
     plan.dtype = dtype;
-    map = plan_device_map(model, parse_device_map_mode(*mode), plan);
+    // Direct disk reads: the staging pool is reserved from the cpu budget (unless the caller brings a reader).
+    OffloadPlan planned = plan_with_offload_io(model, parse_device_map_mode(*mode), plan,
+                                               options.staged_reader ? io::OffloadIo::Mmap : options.offload_io,
+                                               options.prefetch);
+    map = std::move(planned.device_map);
+    io = planned.choice;
   } else {
     map = std::get<DeviceMap>(options.device_map);
+    io = resolve_offload_io(model, map, options.offload_io, options.prefetch);
   }
   const bool has_disk = std::any_of(map.begin(), map.end(), [](const auto& e) { return e.second.is_disk(); });
 
@@ -112,7 +120,8 @@ void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, con
   if (has_disk) dispatch.offload_index = loaded.offload_index;
   dispatch.skip_keys = {"past_key_values"};  // transformers' _skip_keys_device_placement
   dispatch.prefetch = options.prefetch;
-  dispatch.offload_io = options.offload_io;
+  dispatch.offload_io = io.io;
+  dispatch.staging_bytes = io.staging_bytes;
   dispatch.staged_reader = options.staged_reader;
   dispatch_model(model, map, dispatch);
 }

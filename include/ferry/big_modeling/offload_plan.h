@@ -1,0 +1,37 @@
+// Planning with the staging pool: when the disk part of a plan is read direct (O_DIRECT into a staging pool,
+// io/staged_reader.h), the pool lives in RAM, so it is reserved from the cpu budget and the model planned again.
+// from_pretrained and the `ferry` command plan through this, so the RAM they use stays within max_memory.
+#pragma once
+
+#include <cstddef>
+
+#include "ferry/big_modeling/auto_device_map.h"
+#include "ferry/big_modeling/device_map.h"
+#include "ferry/io/staged_reader.h"
+#include "ferry/nn/module.h"
+
+namespace ferry {
+
+/// How a device map's disk part is read.
+struct OffloadIoChoice {
+  io::OffloadIo io = io::OffloadIo::Mmap;  ///< Direct or Mmap (Auto resolved); Mmap when nothing is on disk
+  std::size_t staging_bytes = 0;           ///< the staging pool for Direct (staging_bytes_for), else 0
+};
+
+/// Resolves `requested` for `map`: Auto becomes Direct when the disk part exceeds what RAM can cache
+/// (io::choose_offload_io with io::cacheable_ram_bytes()), else Mmap.
+OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested, int prefetch);
+
+struct OffloadPlan {
+  DeviceMap device_map;
+  PlanOptions options;  ///< what it was planned with: `reservations` holds the staging pool when one is reserved
+  OffloadIoChoice choice;
+};
+
+/// plan_device_map, then resolve_offload_io; when that is Direct, the staging pool is reserved from the cpu budget
+/// ("staging pool (direct disk reads)") and the model planned again. When the budget cannot also hold the pool,
+/// Auto falls back to Mmap (logged) and Direct is the planner's ferry::Error.
+OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options,
+                                 io::OffloadIo requested, int prefetch);
+
+}  // namespace ferry
