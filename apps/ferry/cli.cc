@@ -57,6 +57,12 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
                  "models bigger than RAM), mmap (the page cache), auto (default: direct when the disk part exceeds "
                  "what RAM can cache)")
       ->check(CLI::IsMember({"auto", "direct", "mmap"}));
+  auto* nm = cmd.add_flag("--no-mmap", no_mmap,
+                          "copy cpu-placed weights into memory of their own, which the kernel cannot drop and re-read "
+                          "(default when the disk part is read direct)");
+  cmd.add_flag("--mmap", mmap, "keep cpu-placed weights as zero-copy views of the checkpoint (default otherwise)")
+      ->excludes(nm);
+  cmd.add_flag("--mlock", mlock, "lock cpu-placed weights in RAM so they are never paged out");
 }
 
 void ModelFlags::apply() const {
@@ -98,6 +104,9 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   o.no_split_module_classes = no_split;
   o.prefetch = prefetch;
   o.offload_io = io::parse_offload_io(offload_io);
+  if (no_mmap) o.use_mmap = false;
+  if (mmap) o.use_mmap = true;
+  o.mlock = mlock;
   return o;
 }
 
@@ -248,6 +257,17 @@ void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedM
     else
       std::fprintf(out, "disk reads: mmap (page cache; RAM can hold the disk part)\n");
   }
+}
+
+void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedModel& plan) {
+  bool cpu = false;
+  for (const auto& [name, d] : plan.device_map) cpu = cpu || d.is_cpu();
+  if (!cpu) return;
+  const bool copy = flags.no_mmap || (!flags.mmap && plan.offload_io == io::OffloadIo::Direct);
+  std::fprintf(out, "cpu weights: %s%s\n",
+               copy ? "copied into memory of their own (--no-mmap; the default when RAM is short)"
+                    : "zero-copy views of the checkpoint (mmap; --no-mmap copies them)",
+               flags.mlock ? ", locked in RAM (--mlock)" : "");
 }
 
 }  // namespace ferry::cli

@@ -36,6 +36,8 @@ struct ModelFlags {
   int threads = 0;                // -t; 0 = all cores
   int prefetch = 2;               // offloaded modules read ahead; 0 = synchronous (Accelerate)
   std::string offload_io = "auto";  // auto | direct | mmap: how disk-placed weights are read
+  bool no_mmap = false, mmap = false;  // cpu-placed weights copied / kept as checkpoint views (neither: auto)
+  bool mlock = false;                  // lock cpu-placed weights in RAM
 
   /// Registers the flags on `cmd`; `positional_model` also accepts the folder as the first positional argument.
   void add_to(CLI::App& cmd, bool positional_model = false);
@@ -92,6 +94,8 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
 
 /// The plan as a table (module, device, bytes, dtype) and totals per device including reservations.
 void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedModel& plan);
+/// "cpu weights: zero-copy views of the checkpoint ..." or "copied ..." (--no-mmap, --mmap, --mlock resolved).
+void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedModel& plan);
 
 /// The architecture of `folder`'s config.json built empty (meta, no bytes) with weights of `dtype`.
 std::shared_ptr<models::CausalLM> build_skeleton(const std::string& folder, DType dtype);

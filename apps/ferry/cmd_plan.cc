@@ -39,6 +39,7 @@ void add_plan_command(CLI::App& app) {
     std::printf("%s (%s), %s weights\n\n", skeleton->info().architecture.c_str(), o->flags.model.c_str(),
                 std::string(dtype_name(dtype)).c_str());
     print_plan(stdout, *skeleton, plan);
+    print_cpu_weights(stdout, o->flags, plan);
   });
 }
 

@@ -61,6 +61,7 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
     std::fprintf(log, "%s, %s weights, plan:\n\n", skeleton->info().architecture.c_str(),
                  std::string(dtype_name(out.dtype)).c_str());
     print_plan(log, *skeleton, out.plan);
+    print_cpu_weights(log, flags, out.plan);
     std::fprintf(log, "\n");
     std::fflush(log);
   }

@@ -13,6 +13,7 @@
 #include "ferry/big_modeling/dispatch.h"
 #include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/big_modeling/offload_plan.h"
+#include "ferry/big_modeling/resident_weights.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
@@ -77,8 +78,9 @@ std::vector<std::string> truly_missing(const nn::Module& model, const std::vecto
 // device_map modes and maps, as transformers' from_pretrained does it: plan (modes), load into the plan, check that
 // nothing is missing, dispatch. (big_modeling's load_checkpoint_and_dispatch does the same minus the check, which
 // must come before dispatch_model: a missing weight is otherwise reported as an obscure meta-device error there.)
-void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, const FromPretrainedOptions& options,
-                       DType dtype) {
+// Returns how the disk part is read (Mmap when there is none).
+io::OffloadIo load_and_dispatch(CausalLM& model, const std::filesystem::path& folder,
+                                const FromPretrainedOptions& options, DType dtype) {
   DeviceMap map;
   OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
@@ -124,6 +126,7 @@ void load_and_dispatch(CausalLM& model, const std::filesystem::path& folder, con
   dispatch.staging_bytes = io.staging_bytes;
   dispatch.staged_reader = options.staged_reader;
   dispatch_model(model, map, dispatch);
+  return options.staged_reader && has_disk ? io::OffloadIo::Direct : io.io;
 }
 
 }  // namespace
@@ -188,11 +191,15 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
     auto guard = nn::init_empty_weights();
     model = from_config(config, dtype);
   }
-  if (is_resident_cpu_map(options.device_map)) {
-    detail::load_resident_weights(*model, files, options.on_progress);
-    return model;
+  io::OffloadIo disk_io = io::OffloadIo::Mmap;
+  if (is_resident_cpu_map(options.device_map)) detail::load_resident_weights(*model, files, options.on_progress);
+  else disk_io = load_and_dispatch(*model, folder, options, dtype);
+  // cpu-placed weights: views of the checkpoint, or copies the kernel cannot drop when RAM is short.
+  if (!options.use_mmap.value_or(disk_io != io::OffloadIo::Direct)) copy_mapped_weights(*model);
+  if (options.mlock) {
+    const LockReport r = lock_weights_in_ram(*model);
+    if (!r.error.empty()) log_warning("{}: {}", folder.string(), r.error);
   }
-  load_and_dispatch(*model, folder, options, dtype);
   return model;
 }
 

@@ -252,6 +252,48 @@ TEST_F(FerryCli, StreamingByteFallbackTokensNeverAbortsGeneration) {
   EXPECT_GT(with_bytes, 10);  // byte pieces were really generated
 }
 
+// Issue 21 through the command: direct and mmap disk reads, --no-mmap and --mlock give the resident ids; the plan says
+// how disk and cpu weights are held; the end-of-run line and --json say which reads ran.
+TEST_F(FerryCli, OffloadIoModesGiveTheResidentIdsAndSayWhichRan) {
+  const std::string base = "generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map " +
+                           (dir_ / "io-map.json").string() + " --offload-folder " + (dir_ / "io-off").string();
+  std::ofstream(dir_ / "io-map.json") << R"({"model.embed_tokens": "cpu", "model.layers": "disk", "model.norm": "cpu",
+                                            "model.rotary_emb": "cpu", "lm_head": "disk"})";
+  CliRun resident = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
+  ASSERT_EQ(resident.code, 0) << resident.err;
+  const auto want = nlohmann::json::parse(resident.out)["generated_ids"];
+  for (const std::string& extra : {std::string("--offload-io direct"), std::string("--offload-io mmap"),
+                                   std::string("--offload-io direct --prefetch 0 --mmap"),
+                                   std::string("--offload-io mmap --no-mmap --mlock")}) {
+    SCOPED_TRACE(extra);
+    CliRun r = ferry(base + " " + extra);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["generated_ids"], want);
+    const bool direct = extra.find("direct") != std::string::npos;
+    EXPECT_EQ(j["offload_io"], direct ? "direct" : "mmap");
+    if (direct) {
+      EXPECT_GT(j["disk_io"]["bytes_read"].get<double>(), 0.0);
+    }
+  }
+  CliRun text = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 2 --device-map " +
+                      (dir_ / "io-map.json").string() + " --offload-folder " + (dir_ / "io-off").string() +
+                      " --offload-io direct");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_CONTAINS(text.err, "disk reads: direct (O_DIRECT");
+  EXPECT_CONTAINS(text.err, "cpu weights: copied into memory of their own");
+  EXPECT_CONTAINS(text.err, "disk io: direct (");
+  EXPECT_CONTAINS(text.err, "read per forward");
+  CliRun plan = ferry("plan " + model_.string() + " --max-memory cpu=2MB --mlock");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_CONTAINS(plan.out, "disk reads: mmap");
+  EXPECT_CONTAINS(plan.out, "locked in RAM (--mlock)");
+  CliRun bad = ferry("generate -m " + model_.string() + " --prompt-ids 1 -n 1 --offload-io fast");
+  EXPECT_EQ(bad.code, 2);
+  CliRun both = ferry("generate -m " + model_.string() + " --prompt-ids 1 -n 1 --mmap --no-mmap");
+  EXPECT_EQ(both.code, 2);
+}
+
 TEST_F(FerryCli, NonTtyOutputHasNoControlCharacters) {
   CliRun r = ferry("generate -m " + model_.string() + " -p \"hello world\" -n 3 --device-map auto");
   ASSERT_EQ(r.code, 0) << r.err;

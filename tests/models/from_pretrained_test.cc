@@ -13,6 +13,8 @@
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
+#include "ferry/core/storage.h"
+#include "ferry/big_modeling/resident_weights.h"
 #include "ferry/io/safetensors.h"
 #include "ferry/nn/init.h"
 #include "ferry/nn/module_tensors.h"
@@ -344,6 +346,58 @@ TEST(FromPretrained, DirectAndMmapDiskReadsAreBitIdenticalForEveryFamily) {
       }
     }
   }
+}
+
+bool any_cpu_view(const nn::Module& m) {
+  for (const auto& [name, t] : m.state_dict())
+    if (t.device().is_cpu() && t.storage() && t.storage()->kind() == Storage::Kind::MappedView) return true;
+  return false;
+}
+
+std::size_t locked_kib() {  // VmLck of this process
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  std::size_t kb = 0;
+  while (in >> key)
+    if (key == "VmLck:" && in >> kb) return kb;
+  return 0;
+}
+
+// Issue 21: --no-mmap / --mlock. cpu-placed weights are zero-copy views of the checkpoint by default, copies of their
+// own with use_mmap = false or when the disk part is read direct (RAM is short); ties stay tied; logits unchanged.
+TEST(FromPretrained, CpuWeightsAreViewsOrCopiesAndCanBeLocked) {
+  test::TempDir dir;
+  nn::manual_seed(51);
+  test::write_random_hf_folder(dir.path(), test::tiny_qwen2_config(), DType::BF16);  // tied head
+  auto views = AutoModelForCausalLM::from_pretrained(dir.path());
+  EXPECT_TRUE(any_cpu_view(*views));
+  auto copies = AutoModelForCausalLM::from_pretrained(dir.path(), {.use_mmap = false});
+  EXPECT_FALSE(any_cpu_view(*copies));
+  EXPECT_TRUE(nn::get_module_tensor(*copies, "lm_head.weight").is_same(nn::get_module_tensor(*copies, "model.embed_tokens.weight")));
+  expect_same_generation(*views, *copies, "copied");
+
+  // Direct disk reads (RAM short): cpu weights are copied by default, kept as views with use_mmap = true.
+  test::TempDir offload("ferry-offload");
+  DeviceMap map{{"model.embed_tokens", Device::cpu()}, {"lm_head", Device::cpu()}, {"model.layers", Device::disk()},
+                {"model.norm", Device::cpu()}, {"model.rotary_emb", Device::cpu()}};
+  auto direct = AutoModelForCausalLM::from_pretrained(
+      dir.path(), {.device_map = map, .offload_folder = offload.path(), .offload_io = io::OffloadIo::Direct});
+  EXPECT_FALSE(any_cpu_view(*direct));
+  expect_same_generation(*views, *direct, "direct, copied");
+  auto direct_views = AutoModelForCausalLM::from_pretrained(
+      dir.path(), {.device_map = map, .offload_folder = offload.path(), .offload_io = io::OffloadIo::Direct,
+                   .use_mmap = true});
+  EXPECT_TRUE(any_cpu_view(*direct_views));
+
+  const std::size_t before = locked_kib();
+  const LockReport r = lock_weights_in_ram(*copies);
+  if (!r.error.empty()) GTEST_SKIP() << r.error;  // an unprivileged run with a small RLIMIT_MEMLOCK
+  std::size_t bytes = 0;
+  for (const auto& [name, t] : copies->named_parameters()) bytes += t.nbytes();
+  EXPECT_GE(r.locked_bytes, bytes);
+  EXPECT_GT(locked_kib(), before);
+  auto locked = AutoModelForCausalLM::from_pretrained(dir.path(), {.mlock = true});
+  expect_same_generation(*views, *locked, "locked");
 }
 
 TEST(FromPretrained, DispatchReportsMissingTensorsButNotTiedOnes) {

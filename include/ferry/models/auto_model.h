@@ -54,6 +54,13 @@ struct FromPretrainedOptions {
   io::OffloadIo offload_io = io::OffloadIo::Auto;
   /// Direct reads go through this reader when set (the caller keeps its statistics); see DispatchOptions.
   std::shared_ptr<io::StagedReader> staged_reader;
+  /// Beyond HF (llama.cpp's --mmap / --no-mmap): true keeps cpu-placed weights as zero-copy views of the
+  /// checkpoint; false copies them into anonymous memory (copy_mapped_weights), which the kernel's reclaim cannot
+  /// drop and re-read. nullopt: copy when the disk part is read direct (RAM is short), else keep the views.
+  std::optional<bool> use_mmap;
+  /// Beyond HF (llama.cpp's --mlock): lock the cpu-placed weights in RAM (lock_weights_in_ram); a refused lock is
+  /// logged as a warning saying what to do.
+  bool mlock = false;
 };
 
 class AutoModelForCausalLM {
