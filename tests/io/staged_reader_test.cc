@@ -170,6 +170,25 @@ TEST(StagedReader, AFilesystemRefusingODirectFallsBackToBufferedReadsWithOneWarn
   EXPECT_EQ(warnings, 1u);
 }
 
+TEST(StagedReader, WhenTheKernelRefusesAnIoUringItReadsWithPreadAndWarnsOnce) {
+  // io_uring_setup refuses more than 32768 entries (EINVAL): the same path as a kernel without io_uring or a seccomp
+  // filter that blocks it.
+  test::TempDir dir;
+  const std::string data = random_bytes(3u << 20, 7);
+  const fs::path file = write_file(dir.path() / "w.bin", data);
+  ScopedLogCapture log(LogLevel::Warning);
+  StagedReader reader({.queue_depth = 1u << 20});
+  EXPECT_FALSE(reader.stats().io_uring);
+  for (int i = 0; i < 2; ++i) {
+    reader.prefetch({file, 4097, (2u << 20) + 3});
+    EXPECT_EQ(bytes_of(reader.take({file, 4097, (2u << 20) + 3}, {(2 << 20) + 3}, DType::U8)),
+              data.substr(4097, (2u << 20) + 3));
+  }
+  std::size_t warnings = 0;
+  for (const std::string& text : log.messages()) warnings += text.find("io_uring is not available") != std::string::npos;
+  EXPECT_EQ(warnings, 1u);
+}
+
 TEST(OffloadIo, ParsingAndTheAutoPolicy) {
   EXPECT_EQ(parse_offload_io("auto"), OffloadIo::Auto);
   EXPECT_EQ(parse_offload_io("direct"), OffloadIo::Direct);
