@@ -189,12 +189,13 @@ std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int
   }
   if (all == 0) return 0;
   // The module computing, the `prefetch` read ahead, and one whose tensors are being released: the prefetch + 2
-  // largest loads. At least 64 MiB, so small layers still keep the queue deep; never more than the whole disk part.
+  // largest loads. At least 16 MiB (what the reader keeps in flight: 16 reads of 1 MiB), so small layers still
+  // keep the queue deep; never more than the whole disk part.
   std::sort(loads.begin(), loads.end(), std::greater<>());
   std::size_t want = 0;
   for (std::size_t i = 0; i < loads.size() && i < static_cast<std::size_t>(std::max(prefetch, 0) + 2); ++i)
     want += loads[i];
-  return std::min(std::max<std::size_t>(want, std::size_t{64} << 20), all);
+  return std::min(std::max<std::size_t>(want, std::size_t{16} << 20), all);
 }
 
 }  // namespace ferry

@@ -4,6 +4,7 @@
 #include "ferry/big_modeling/load_checkpoint.h"
 
 #include "ferry/big_modeling/dispatch.h"
+#include "ferry/big_modeling/offload_plan.h"
 
 #include <algorithm>
 #include <random>
@@ -179,6 +180,8 @@ LoadAndDispatchResult load_checkpoint_and_dispatch(nn::Module& model, const std:
                                                    const LoadAndDispatchOptions& o) {
   LoadAndDispatchResult result;
   std::optional<DeviceMap> map;
+  io::OffloadIo offload_io = o.offload_io;
+  std::size_t staging_bytes = 0;
   if (auto* m = std::get_if<DeviceMap>(&o.device_map)) {
     map = *m;
   } else if (auto* mode = std::get_if<std::string>(&o.device_map)) {
@@ -188,7 +191,10 @@ LoadAndDispatchResult load_checkpoint_and_dispatch(nn::Module& model, const std:
     plan.dtype = o.dtype;
     plan.offload_buffers = o.offload_buffers;
     plan.reservations = o.reservations;
-    map = plan_device_map(model, parse_device_map_mode(*mode), plan);
+    OffloadPlan planned = plan_with_offload_io(model, parse_device_map_mode(*mode), plan, o.offload_io, o.prefetch);
+    map = std::move(planned.device_map);
+    offload_io = planned.choice.io;
+    staging_bytes = planned.choice.staging_bytes;
   }
   LoadCheckpointOptions load;
   load.device_map = map;
@@ -209,6 +215,9 @@ LoadAndDispatchResult load_checkpoint_and_dispatch(nn::Module& model, const std:
   d.skip_keys = o.skip_keys;
   d.preload_module_classes = o.preload_module_classes;
   d.force_hooks = o.force_hooks;
+  d.prefetch = o.prefetch;
+  d.offload_io = offload_io;
+  d.staging_bytes = staging_bytes;
   dispatch_model(model, *map, d);
   return result;
 }

@@ -47,7 +47,7 @@ struct DispatchOptions {
 
 /// The staging pool direct disk reads need for `map`: the largest set of tensors one hook loads at once (a module's
 /// own disk-mapped tensors) times prefetch + 2 (the one computing, the ones read ahead, one being released), at
-/// least 64 MiB; 0 when nothing is on disk. Counted in the plan's cpu budget when direct reads are used.
+/// least 16 MiB (the reader's reads in flight), at most the disk part; 0 when nothing is on disk. Counted in the plan's cpu budget when direct reads are used.
 std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
 
 /// Bytes of the tensors `map` puts on disk.

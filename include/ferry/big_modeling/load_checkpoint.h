@@ -13,6 +13,7 @@
 #include "ferry/big_modeling/device_map.h"
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/io/offload.h"
+#include "ferry/io/staged_reader.h"
 #include "ferry/nn/module.h"
 
 namespace ferry {
@@ -83,6 +84,11 @@ struct LoadAndDispatchOptions {
   LoadProgressCallback on_progress;
   /// Bytes to keep free per device for the KV cache and activations (ferry; none = Accelerate's plan).
   std::vector<Reservation> reservations;
+  /// Beyond Accelerate: modules read ahead while one computes (DispatchOptions::prefetch).
+  int prefetch = 2;
+  /// Beyond Accelerate: how disk weights are read (DispatchOptions::offload_io). For a mode, a direct plan reserves
+  /// the staging pool from the cpu budget (plan_with_offload_io).
+  io::OffloadIo offload_io = io::OffloadIo::Auto;
 };
 
 struct LoadAndDispatchResult {

@@ -1,0 +1,85 @@
+// plan_with_offload_io and staging_bytes_for: a plan whose disk part is read direct reserves the staging pool from
+// the cpu budget (so RAM use stays within max_memory), and the pool is sized from the largest hook loads.
+#include "ferry/big_modeling/offload_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "ferry/big_modeling/dispatch.h"
+#include "ferry/core/error.h"
+#include "ferry/nn/empty_weights.h"
+#include "toy_llama.h"
+
+namespace ferry {
+namespace {
+
+std::shared_ptr<test::ToyLlama> toy() {
+  auto guard = nn::init_empty_weights();
+  return std::make_shared<test::ToyLlama>(/*vocab=*/4096, /*d=*/512, /*n_layers=*/8);
+}
+
+int64_t total_bytes(const nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& [name, t] : m.state_dict()) n += static_cast<int64_t>(t.nbytes());
+  return n;
+}
+
+TEST(OffloadPlan, DirectReadsReserveTheStagingPoolFromTheCpuBudget) {
+  auto model = toy();
+  PlanOptions o;
+  o.max_memory = MaxMemory{{Device::cpu(), total_bytes(*model) / 2}};
+  o.no_split_module_classes = {"ToyDecoderLayer"};
+  const OffloadPlan mmap = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Mmap, 2);
+  EXPECT_EQ(mmap.choice.io, io::OffloadIo::Mmap);
+  EXPECT_EQ(mmap.choice.staging_bytes, 0u);
+  EXPECT_TRUE(mmap.options.reservations.empty());
+
+  const OffloadPlan direct = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Direct, 2);
+  EXPECT_EQ(direct.choice.io, io::OffloadIo::Direct);
+  ASSERT_EQ(direct.options.reservations.size(), 1u);
+  EXPECT_EQ(direct.options.reservations[0].device, Device::cpu());
+  EXPECT_GT(direct.choice.staging_bytes, 0u);
+  // Less room on cpu: at least as much on disk, and cpu weights + the pool within the budget.
+  EXPECT_GE(disk_bytes_of(*model, direct.device_map), disk_bytes_of(*model, mmap.device_map));
+  int64_t cpu = 0;
+  for (const auto& [name, t] : model->state_dict())
+    if (direct.device_map.device_for(name)->is_cpu()) cpu += static_cast<int64_t>(t.nbytes());
+  EXPECT_LE(cpu + direct.options.reservations[0].bytes, total_bytes(*model) / 2);
+
+  // Auto on this machine, whose RAM can cache a model this small: the page cache, nothing reserved.
+  const OffloadPlan aut = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Auto, 2);
+  EXPECT_EQ(aut.choice.io, io::OffloadIo::Mmap);
+  EXPECT_TRUE(aut.options.reservations.empty());
+
+  // Direct with a budget that cannot hold the pool is the planner's error, naming it.
+  o.max_memory = MaxMemory{{Device::cpu(), 4096}};
+  try {
+    plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Direct, 2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("staging pool"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OffloadPlan, ThePoolHoldsThePrefetchPlusTwoLargestLoadsAndNeverMoreThanTheDiskPart) {
+  auto model = toy();
+  const DeviceMap all{{"", Device::disk()}};
+  const std::size_t disk = disk_bytes_of(*model, all);
+  // Loads of 4 MiB (MLP) and 8 MiB (embedding, head), each padded by two blocks: prefetch 0 holds the two 8 MiB
+  // ones, a deeper prefetch more, never more than the disk part.
+  EXPECT_EQ(staging_bytes_for(*model, all, 0), 2 * ((std::size_t{8} << 20) + 2 * 4096));
+  EXPECT_EQ(staging_bytes_for(*model, all, 2), 2 * ((std::size_t{8} << 20) + 2 * 4096) + 2 * ((std::size_t{4} << 20) + 2 * 4096));
+  EXPECT_LE(staging_bytes_for(*model, all, 100), disk + (std::size_t{1} << 20));
+  EXPECT_EQ(staging_bytes_for(*model, DeviceMap{{"", Device::cpu()}}, 2), 0u);
+  // A big model: 4096 x 4096 f32 layers (64 MiB each, 8 of them): prefetch + 2 of them.
+  std::shared_ptr<test::ToyLlama> big;
+  {
+    auto guard = nn::init_empty_weights();
+    big = std::make_shared<test::ToyLlama>(/*vocab=*/64, /*d=*/4096, /*n_layers=*/2);
+  }
+  const std::size_t pool0 = staging_bytes_for(*big, all, 0), pool2 = staging_bytes_for(*big, all, 2);
+  EXPECT_LT(pool0, pool2);
+  EXPECT_LE(pool2, disk_bytes_of(*big, all) + (std::size_t{1} << 20));
+}
+
+}  // namespace
+}  // namespace ferry
