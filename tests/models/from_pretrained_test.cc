@@ -395,7 +395,11 @@ TEST(FromPretrained, CpuWeightsAreViewsOrCopiesAndCanBeLocked) {
   std::size_t bytes = 0;
   for (const auto& [name, t] : copies->named_parameters()) bytes += t.nbytes();
   EXPECT_GE(r.locked_bytes, bytes);
+#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer's mlock interceptor succeeds without locking anything
   EXPECT_GT(locked_kib(), before);
+#else
+  (void)before;
+#endif
   auto locked = AutoModelForCausalLM::from_pretrained(dir.path(), {.mlock = true});
   expect_same_generation(*views, *locked, "locked");
 }
