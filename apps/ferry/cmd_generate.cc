@@ -41,7 +41,7 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   return o;
 }
 
-void print_stats(const LoadedModel& lm, const text::GenerateResult& r) {
+void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::uint64_t read_bytes_before) {
   const auto& t = r.timings;
   std::fprintf(stderr, "\n\nload %.2f s | prefill %zu tokens, %.2f tok/s | decode %zu tokens, %.2f tok/s | stop: %s\n",
                lm.load_seconds, t.prompt_tokens, t.prefill_tokens_per_second(), t.generated_tokens,
@@ -59,7 +59,8 @@ void print_stats(const LoadedModel& lm, const text::GenerateResult& r) {
     std::fprintf(stderr, "  streamed %s per forward, %s in all (%zu forwards)\n",
                  format_bytes(lm.streamed_bytes_per_forward).c_str(),
                  format_bytes(lm.streamed_bytes_per_forward * static_cast<int64_t>(forwards)).c_str(), forwards);
-  if (const std::string io = disk_io_line(lm, forwards); !io.empty()) std::fprintf(stderr, "  %s\n", io.c_str());
+  if (const std::string io = disk_io_line(lm, forwards, read_bytes_before); !io.empty())
+    std::fprintf(stderr, "  %s\n", io.c_str());
 }
 
 nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r) {
@@ -95,6 +96,7 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     return true;
   };
   text::GenerateResult r;
+  const std::uint64_t read_bytes_before = process_disk_read_bytes();
   if (!f.prompt_ids.empty()) {
     std::vector<text::TokenId> ids;
     for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
@@ -107,7 +109,7 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
   if (f.json) {
     std::printf("%s\n", result_json(lm, r).dump().c_str());
   } else {
-    print_stats(lm, r);
+    print_stats(lm, r, read_bytes_before);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -85,11 +86,24 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   return out;
 }
 
-std::string disk_io_line(const LoadedModel& lm, std::size_t forwards) {
+std::uint64_t process_disk_read_bytes() {
+  std::ifstream in("/proc/self/io");
+  std::string key;
+  std::uint64_t value = 0;
+  while (in >> key >> value)
+    if (key == "read_bytes:") return value;
+  return 0;
+}
+
+std::string disk_io_line(const LoadedModel& lm, std::size_t forwards, std::uint64_t read_bytes_before) {
   bool has_disk = false;
   for (const auto& [name, d] : lm.plan.device_map) has_disk = has_disk || d.is_disk();
   if (!has_disk) return "";
-  if (!lm.staged_reader) return "disk io: mmap (page cache)";
+  if (!lm.staged_reader) {
+    const std::uint64_t now = process_disk_read_bytes(), read = now > read_bytes_before ? now - read_bytes_before : 0;
+    return fmt::format("disk io: mmap (page cache), {} read from disk per forward",
+                       format_bytes(static_cast<int64_t>(read / std::max<std::size_t>(forwards, 1))));
+  }
   const io::StagedReaderStats s = lm.staged_reader->stats();
   std::string line = fmt::format("disk io: direct ({}, {})", s.io_uring ? "io_uring" : "pread",
                                  s.direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT");

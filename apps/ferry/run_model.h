@@ -25,9 +25,14 @@ struct LoadedModel {
   std::shared_ptr<io::StagedReader> staged_reader;
 };
 
-/// "disk io: direct (io_uring, O_DIRECT), 12.3 MiB read per token, 1.52 GB/s while reading" or "disk io: mmap
-/// (page cache)"; empty when nothing is on disk. `forwards`: the forwards run since loading.
-std::string disk_io_line(const LoadedModel& lm, std::size_t forwards);
+/// Bytes this process has read from storage so far (/proc/self/io read_bytes: page-cache misses and direct reads).
+std::uint64_t process_disk_read_bytes();
+
+/// The end-of-run line on disk reads, empty when nothing is on disk. Direct: "disk io: direct (io_uring, O_DIRECT),
+/// 12.3 MiB read per forward, 1.52 GB/s while reading, staging peak ..." (the reader's totals since loading);
+/// mmap: "disk io: mmap (page cache), 1.2 GiB read from disk per forward" (from `read_bytes_before`, taken with
+/// process_disk_read_bytes() before the run). `forwards`: the forwards of this run.
+std::string disk_io_line(const LoadedModel& lm, std::size_t forwards, std::uint64_t read_bytes_before);
 
 /// Plans, prints the plan to `log` (nullptr: nothing), loads. Throws ferry::Error with what to do.
 LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log);

@@ -284,6 +284,12 @@ TEST_F(FerryCli, OffloadIoModesGiveTheResidentIdsAndSayWhichRan) {
   EXPECT_CONTAINS(text.err, "cpu weights: copied into memory of their own");
   EXPECT_CONTAINS(text.err, "disk io: direct (");
   EXPECT_CONTAINS(text.err, "read per forward");
+  CliRun mmap = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 2 --device-map " +
+                      (dir_ / "io-map.json").string() + " --offload-folder " + (dir_ / "io-off").string() +
+                      " --offload-io mmap");
+  ASSERT_EQ(mmap.code, 0) << mmap.err;
+  EXPECT_CONTAINS(mmap.err, "disk io: mmap (page cache), ");
+  EXPECT_CONTAINS(mmap.err, "read from disk per forward");
   CliRun plan = ferry("plan " + model_.string() + " --max-memory cpu=2MB --mlock");
   ASSERT_EQ(plan.code, 0) << plan.err;
   EXPECT_CONTAINS(plan.out, "disk reads: mmap");
