@@ -2,6 +2,7 @@
 #include "ferry/text/stopping.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "ferry/core/error.h"
 
@@ -33,9 +34,10 @@ std::string StopChecker::release_all() {
   return out;
 }
 
-// The earliest stop string occurrence in the withheld text (a stop string may span several tokens, so the
-// search includes what was held back); sets matched_.
-std::size_t StopChecker::first_stop_string() {
+// Cuts the withheld text at its earliest stop string (a stop string may span several tokens, so the search includes
+// what was held back): sets reason_ and matched_, returns the text before it and drops the rest. nullopt when no stop
+// string occurs.
+std::optional<std::string> StopChecker::cut_at_stop_string() {
   std::size_t cut = std::string::npos;
   for (const std::string& s : criteria_.stop_strings) {
     const std::size_t at = held_.find(s);
@@ -44,7 +46,11 @@ std::size_t StopChecker::first_stop_string() {
       matched_ = s;
     }
   }
-  return cut;
+  if (cut == std::string::npos) return std::nullopt;
+  reason_ = StopReason::StopString;
+  std::string before = held_.substr(0, cut);
+  held_.clear();
+  return before;
 }
 
 StopChecker::Step StopChecker::push(TokenId id, std::string_view new_text) {
@@ -60,10 +66,9 @@ StopChecker::Step StopChecker::push(TokenId id, std::string_view new_text) {
     return step;
   }
   held_.append(new_text);
-  if (const std::size_t cut = first_stop_string(); cut != std::string::npos) {
-    reason_ = step.reason = StopReason::StopString;
-    step.text = held_.substr(0, cut);
-    held_.clear();
+  if (auto before = cut_at_stop_string()) {
+    step.reason = reason_;
+    step.text = std::move(*before);
     return step;
   }
   if (generated_ >= criteria_.max_new_tokens) {
@@ -91,13 +96,9 @@ StopChecker::Step StopChecker::finish(std::string_view tail) {
   step.reason = reason_;
   if (reason_ == StopReason::StopString) return step;  // the rest of the text followed the stop string
   held_.append(tail);
-  if (const std::size_t cut = first_stop_string(); cut != std::string::npos) {
-    reason_ = step.reason = StopReason::StopString;
-    step.text = held_.substr(0, cut);
-    held_.clear();
-    return step;
-  }
-  step.text = release_all();
+  std::optional<std::string> before = cut_at_stop_string();
+  step.reason = reason_;
+  step.text = before ? std::move(*before) : release_all();
   return step;
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,7 +68,7 @@ class StopChecker {
 
  private:
   std::string release_all();
-  std::size_t first_stop_string();
+  std::optional<std::string> cut_at_stop_string();
 
   StopCriteria criteria_;
   StopReason reason_ = StopReason::None;
