@@ -255,8 +255,9 @@ TEST_F(FerryCli, StreamingByteFallbackTokensNeverAbortsGeneration) {
 // Issue 21 through the command: direct and mmap disk reads, --no-mmap and --mlock give the resident ids; the plan says
 // how disk and cpu weights are held; the end-of-run line and --json say which reads ran.
 TEST_F(FerryCli, OffloadIoModesGiveTheResidentIdsAndSayWhichRan) {
-  const std::string base = "generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map " +
-                           (dir_ / "io-map.json").string() + " --offload-folder " + (dir_ / "io-off").string();
+  const std::string offloaded = "generate -m " + model_.string() + " --prompt-ids 1,5,9 --device-map " +
+                                (dir_ / "io-map.json").string() + " --offload-folder " + (dir_ / "io-off").string();
+  const std::string base = offloaded + " -n 4 --json";
   std::ofstream(dir_ / "io-map.json") << R"({"model.embed_tokens": "cpu", "model.layers": "disk", "model.norm": "cpu",
                                             "model.rotary_emb": "cpu", "lm_head": "disk"})";
   CliRun resident = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
@@ -276,17 +277,13 @@ TEST_F(FerryCli, OffloadIoModesGiveTheResidentIdsAndSayWhichRan) {
       EXPECT_GT(j["disk_io"]["bytes_read"].get<double>(), 0.0);
     }
   }
-  CliRun text = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 2 --device-map " +
-                      (dir_ / "io-map.json").string() + " --offload-folder " + (dir_ / "io-off").string() +
-                      " --offload-io direct");
+  CliRun text = ferry(offloaded + " -n 2 --offload-io direct");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_CONTAINS(text.err, "disk reads: direct (O_DIRECT");
   EXPECT_CONTAINS(text.err, "cpu weights: copied into memory of their own");
   EXPECT_CONTAINS(text.err, "disk io: direct (");
   EXPECT_CONTAINS(text.err, "read per forward");
-  CliRun mmap = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 2 --device-map " +
-                      (dir_ / "io-map.json").string() + " --offload-folder " + (dir_ / "io-off").string() +
-                      " --offload-io mmap");
+  CliRun mmap = ferry(offloaded + " -n 2 --offload-io mmap");
   ASSERT_EQ(mmap.code, 0) << mmap.err;
   EXPECT_CONTAINS(mmap.err, "disk io: mmap (page cache), ");
   EXPECT_CONTAINS(mmap.err, "read from disk per forward");
