@@ -18,14 +18,15 @@ namespace ferry {
 // transparent huge pages where the kernel allows it (THP "madvise" mode is Debian's default): streaming a 2 GiB
 // weight set through 4 KiB pages costs half a million TLB misses per decode step and as many page faults on first
 // write, 512 times fewer with huge pages. Without THP the advice is a no-op.
-void* aligned_host_alloc(std::size_t nbytes) {
+void* aligned_host_alloc(std::size_t nbytes, std::size_t min_alignment) {
   constexpr std::size_t kHuge = std::size_t(2) << 20;
   const bool huge = nbytes >= kHuge;
+  const std::size_t alignment = std::max(huge ? kHuge : 64, min_alignment);
   // Only the start is placed on a 2 MiB boundary, the size is not rounded up: a partial last 2 MiB stays in small
   // pages, so no tensor holds more physical memory than its bytes (and a 64-byte tail).
   const std::size_t rounded = std::max<std::size_t>(64, (nbytes + 63) / 64 * 64);
   void* p = nullptr;
-  if (::posix_memalign(&p, huge ? kHuge : 64, rounded) != 0 || !p)
+  if (::posix_memalign(&p, alignment, rounded) != 0 || !p)
     throw Error("out of host memory allocating " + std::to_string(nbytes) + " bytes", "cpu");
 #ifdef MADV_HUGEPAGE
   if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);

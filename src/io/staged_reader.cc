@@ -9,7 +9,6 @@
 
 #include <fcntl.h>
 #include <liburing.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,22 +38,6 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// Host staging memory: 2 MiB-aligned for large buffers (transparent huge pages), 4096-aligned otherwise.
-void* map_host(std::size_t n) {
-  const std::size_t align = n >= kHugePage ? kHugePage : kBlock;
-  void* p = ::mmap(nullptr, n + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  auto base = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t start = (base + align - 1) / align * align;
-  if (start > base) ::munmap(p, start - base);
-  const std::uintptr_t end = start + n, map_end = base + n + align;
-  if (map_end > end) ::munmap(reinterpret_cast<void*>(end), map_end - end);
-  if (n >= kHugePage) ::madvise(reinterpret_cast<void*>(start), n, MADV_HUGEPAGE);
-  return reinterpret_cast<void*>(start);
-}
-
-void unmap_host(void* p, std::size_t n) { ::munmap(p, n); }
 
 std::uint64_t read_number(const char* path) {
   std::ifstream in(path);
@@ -156,10 +139,24 @@ struct StagedReader::Impl {
     std::size_t overflow = 0;  // of which beyond the pool's size
     std::size_t live = 0;      // bytes held by tensors
     StagedReaderStats stats;
+    std::size_t capacity = 0;  // the pool's size (StagedReaderOptions::pool_bytes)
     std::function<void*(std::size_t)> allocate;
     std::function<void(void*, std::size_t)> release;
     ~Shared() {
       for (auto& [n, p] : free) release(p, n);
+    }
+    // A buffer back from a read or a tensor (mu held): kept for reuse while the pool is within its size, freed
+    // otherwise.
+    void give_back_locked(void* p, std::size_t n, bool is_overflow) {
+      if (!p) return;
+      if (is_overflow || total > capacity) {
+        release(p, n);
+        total -= n;
+        if (is_overflow) overflow -= n;
+      } else {
+        free.emplace(n, p);
+      }
+      cv.notify_all();
     }
   };
 
@@ -180,8 +177,10 @@ struct StagedReader::Impl {
       throw Error("chunk_bytes must be a positive multiple of 4096, got " + std::to_string(options.chunk_bytes),
                   "StagedReader");
     if (options.queue_depth == 0) throw Error("queue_depth must be at least 1", "StagedReader");
-    shared->allocate = options.allocate ? options.allocate : map_host;
-    shared->release = options.release ? options.release : unmap_host;
+    shared->capacity = options.pool_bytes;
+    // Default staging memory: host memory on 4096-byte boundaries (O_DIRECT's), 2 MiB ones with huge pages when large.
+    shared->allocate = options.allocate ? options.allocate : [](std::size_t n) { return aligned_host_alloc(n, kBlock); };
+    shared->release = options.release ? options.release : [](void* p, std::size_t) { aligned_host_free(p); };
     open_file = options.open_file ? options.open_file : [](const char* p, int flags) { return ::open(p, flags); };
     if (options.use_io_uring) {
       const int rc = io_uring_queue_init(options.queue_depth, &ring, 0);
@@ -206,22 +205,11 @@ struct StagedReader::Impl {
     thread.join();
     if (have_ring) io_uring_queue_exit(&ring);
     std::lock_guard<std::mutex> lock(shared->mu);
-    for (auto& [key, r] : reads) give_back_locked(r->buf, r->buf_size, r->overflow);
+    for (auto& [key, r] : reads) shared->give_back_locked(r->buf, r->buf_size, r->overflow);
     for (auto& [path, fd] : files) ::close(fd);
   }
 
   // ---- staging memory (shared->mu held) ----
-
-  void give_back_locked(void* p, std::size_t n, bool overflow) {
-    if (!p) return;
-    if (overflow || shared->total > options.pool_bytes) {
-      shared->release(p, n);
-      shared->total -= n;
-      if (overflow) shared->overflow -= n;
-    } else {
-      shared->free.emplace(n, p);
-    }
-  }
 
   // Evicts the oldest prefetched read that completed and was not taken; false when there is none.
   bool evict_one_locked() {
@@ -229,7 +217,7 @@ struct StagedReader::Impl {
     for (auto it = reads.begin(); it != reads.end(); ++it)
       if (it->second->done && (oldest == reads.end() || it->second->seq < oldest->second->seq)) oldest = it;
     if (oldest == reads.end()) return false;
-    give_back_locked(oldest->second->buf, oldest->second->buf_size, oldest->second->overflow);
+    shared->give_back_locked(oldest->second->buf, oldest->second->buf_size, oldest->second->overflow);
     oldest->second->buf = nullptr;
     reads.erase(oldest);
     ++shared->stats.evicted;
@@ -248,13 +236,13 @@ struct StagedReader::Impl {
         shared->free.erase(it);
         return true;
       }
-      while (shared->total + n > options.pool_bytes && !shared->free.empty()) {
+      while (shared->total + n > shared->capacity && !shared->free.empty()) {
         auto big = std::prev(shared->free.end());
         shared->release(big->second, big->first);
         shared->total -= big->first;
         shared->free.erase(big);
       }
-      const bool fits = shared->total + n <= options.pool_bytes;
+      const bool fits = shared->total + n <= shared->capacity;
       if (fits || !may_wait) {
         r.buf = shared->allocate(n);
         if (!r.buf) throw Error("out of memory for a staging buffer of " + std::to_string(n) + " bytes", "StagedReader");
@@ -429,25 +417,16 @@ struct StagedReader::Impl {
 
   Tensor wrap(const std::shared_ptr<Read>& r, const Shape& shape, DType dtype) {
     // The storage gives its buffer back to the pool when the last tensor viewing it goes.
-    const std::size_t pool_bytes = options.pool_bytes;
     const bool overflow = r->overflow;
     const std::size_t n = r->buf_size;
     {
       std::lock_guard<std::mutex> lock(shared->mu);
       shared->live += n;
     }
-    auto sh = shared;
-    auto storage = Storage::adopt(Device::cpu(), r->buf, n, [sh, n, overflow, pool_bytes](void* p) {
+    auto storage = Storage::adopt(Device::cpu(), r->buf, n, [sh = shared, n, overflow](void* p) {
       std::lock_guard<std::mutex> lock(sh->mu);
       sh->live -= n;
-      if (overflow || sh->total > pool_bytes) {
-        sh->release(p, n);
-        sh->total -= n;
-        if (overflow) sh->overflow -= n;
-      } else {
-        sh->free.emplace(n, p);
-      }
-      sh->cv.notify_all();
+      sh->give_back_locked(p, n, overflow);
     });
     r->buf = nullptr;
     Tensor t = Tensor::from_storage(std::move(storage), r->head, shape, dtype);
@@ -507,7 +486,7 @@ Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtyp
   shared.stats.wait_seconds += seconds(Clock::now() - t0);
   ++shared.stats.tensors;
   if (!r->error.empty()) {
-    impl_->give_back_locked(r->buf, r->buf_size, r->overflow);
+    shared.give_back_locked(r->buf, r->buf_size, r->overflow);
     r->buf = nullptr;
     throw Error(r->error, range.path.string(),
                 "the file changed after the model was planned (truncated?); restore it or plan again");

@@ -58,8 +58,9 @@ class Storage {
   std::shared_ptr<const MappedFile> file_;
 };
 
-/// 64-byte aligned host allocation helpers (cache line; enough for AVX-512 loads).
-void* aligned_host_alloc(std::size_t nbytes);
+/// Host allocation helpers: 64-byte aligned (cache line; enough for AVX-512 loads), or `min_alignment` when larger
+/// (4096 for O_DIRECT buffers); 2 MiB-aligned with transparent huge pages from 2 MiB up. Throws when out of memory.
+void* aligned_host_alloc(std::size_t nbytes, std::size_t min_alignment = 64);
 void aligned_host_free(void* p) noexcept;
 
 }  // namespace ferry
