@@ -3,7 +3,7 @@
 
 #include "ferry/big_modeling/align_devices_hook.h"
 #include "ferry/big_modeling/attach.h"
-#include "ferry/big_modeling/dispatch.h"
+#include "ferry/big_modeling/offload_plan.h"
 #include "ferry/big_modeling/tied_weights.h"
 #include "ferry/core/error.h"
 #include "ferry/io/checkpoint.h"
@@ -101,11 +101,7 @@ nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload
   }
   const Device exec = default_execution_device(model, execution_device);
   auto weights = std::make_shared<io::OffloadedWeightsLoader>(io::StateDict{}, offload_dir, index);
-  if (io::choose_offload_io(offload_io, weights->disk_bytes(), io::cacheable_ram_bytes()) == io::OffloadIo::Direct) {
-    DeviceMap all{{"", Device::disk()}};
-    weights->set_staged_reader(std::make_shared<io::StagedReader>(
-        io::StagedReaderOptions{.pool_bytes = staging_bytes_for(model, all, prefetch)}));
-  }
+  weights->set_staged_reader(staged_reader_for(model, DeviceMap{{"", Device::disk()}}, offload_io, prefetch));
   attach_whole_model(model, exec, offload_buffers, std::move(weights), preload_module_classes, std::move(prefetcher));
   return model;
 }

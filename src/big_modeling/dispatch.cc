@@ -2,10 +2,10 @@
 #include "ferry/big_modeling/dispatch.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 
 #include "ferry/big_modeling/attach.h"
+#include "ferry/big_modeling/offload_plan.h"
 #include "ferry/big_modeling/tied_weights.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
@@ -128,13 +128,8 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
                                                               options.offload_index);
     // Disk reads: page-cache views, or O_DIRECT into a staging pool when RAM cannot cache the disk part.
     std::shared_ptr<io::StagedReader> reader = options.staged_reader;
-    if (!reader && has_disk &&
-        io::choose_offload_io(options.offload_io, loader->disk_bytes(), io::cacheable_ram_bytes()) ==
-            io::OffloadIo::Direct) {
-      const std::size_t pool =
-          options.staging_bytes ? options.staging_bytes : staging_bytes_for(model, device_map, options.prefetch);
-      reader = std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = pool});
-    }
+    if (!reader && has_disk)
+      reader = staged_reader_for(model, device_map, options.offload_io, options.prefetch, options.staging_bytes);
     if (has_disk) loader->set_staged_reader(std::move(reader));
     weights_map = std::move(loader);
   }
@@ -163,39 +158,6 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
     log_warning("Some parameters are on the meta device because they were offloaded to the {}.",
                 offloaded_to.size() == 2 ? "cpu and disk" : offloaded_to.front());
   guard_moves(model);
-}
-
-std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map) {
-  std::uint64_t total = 0;
-  for (const auto& [name, t] : model.state_dict()) {
-    const auto d = map.device_for(name);
-    if (d && d->is_disk()) total += t.nbytes();
-  }
-  return total;
-}
-
-std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
-  std::vector<std::size_t> loads;  // what each hook loads at once: a module's own disk-mapped tensors
-  std::size_t all = 0;
-  for (const auto& [prefix, module] : model.named_modules()) {
-    std::size_t own = 0;
-    for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
-      const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
-      if (d && d->is_disk()) own += t.nbytes() + 2 * 4096;  // a read widens to whole blocks
-    }
-    if (own == 0) continue;
-    all += own;
-    loads.push_back(own);
-  }
-  if (all == 0) return 0;
-  // The module computing, the `prefetch` read ahead, and one whose tensors are being released: the prefetch + 2
-  // largest loads. At least 16 MiB (what the reader keeps in flight: 16 reads of 1 MiB), so small layers still
-  // keep the queue deep; never more than the whole disk part.
-  std::sort(loads.begin(), loads.end(), std::greater<>());
-  std::size_t want = 0;
-  for (std::size_t i = 0; i < loads.size() && i < static_cast<std::size_t>(std::max(prefetch, 0) + 2); ++i)
-    want += loads[i];
-  return std::min(std::max<std::size_t>(want, std::size_t{16} << 20), all);
 }
 
 }  // namespace ferry

@@ -1,12 +1,49 @@
-// plan_with_offload_io, resolve_offload_io (see include/ferry/big_modeling/offload_plan.h).
+// disk_bytes_of, staging_bytes_for, resolve_offload_io, staged_reader_for, plan_with_offload_io (see
+// include/ferry/big_modeling/offload_plan.h).
 #include "ferry/big_modeling/offload_plan.h"
 
-#include "ferry/big_modeling/dispatch.h"
+#include <algorithm>
+#include <functional>
+#include <vector>
+
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 
 namespace ferry {
+
+std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map) {
+  std::uint64_t total = 0;
+  for (const auto& [name, t] : model.state_dict()) {
+    const auto d = map.device_for(name);
+    if (d && d->is_disk()) total += t.nbytes();
+  }
+  return total;
+}
+
+std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
+  std::vector<std::size_t> loads;  // what each hook loads at once: a module's own disk-mapped tensors
+  std::size_t all = 0;
+  for (const auto& [prefix, module] : model.named_modules()) {
+    std::size_t own = 0;
+    for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
+      const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
+      if (d && d->is_disk()) own += t.nbytes() + 2 * 4096;  // a read widens to whole blocks
+    }
+    if (own == 0) continue;
+    all += own;
+    loads.push_back(own);
+  }
+  if (all == 0) return 0;
+  // The module computing, the `prefetch` read ahead, and one whose tensors are being released: the prefetch + 2
+  // largest loads. At least 16 MiB (what the reader keeps in flight: 16 reads of 1 MiB), so small layers still
+  // keep the queue deep; never more than the whole disk part.
+  std::sort(loads.begin(), loads.end(), std::greater<>());
+  std::size_t want = 0;
+  for (std::size_t i = 0; i < loads.size() && i < static_cast<std::size_t>(std::max(prefetch, 0) + 2); ++i)
+    want += loads[i];
+  return std::min(std::max<std::size_t>(want, std::size_t{16} << 20), all);
+}
 
 OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested,
                                    int prefetch) {
@@ -16,6 +53,14 @@ OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map
   out.io = io::choose_offload_io(requested, disk, io::cacheable_ram_bytes());
   if (out.io == io::OffloadIo::Direct) out.staging_bytes = staging_bytes_for(model, map, prefetch);
   return out;
+}
+
+std::shared_ptr<io::StagedReader> staged_reader_for(const nn::Module& model, const DeviceMap& map,
+                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes) {
+  const OffloadIoChoice c = resolve_offload_io(model, map, requested, prefetch);
+  if (c.io != io::OffloadIo::Direct) return nullptr;
+  return std::make_shared<io::StagedReader>(
+      io::StagedReaderOptions{.pool_bytes = staging_bytes ? staging_bytes : c.staging_bytes});
 }
 
 OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options,

@@ -67,19 +67,6 @@ OffloadedWeightsLoader::DiskTensor OffloadedWeightsLoader::locate(const std::str
   return {FileRange{file, 0, want}, *info.shape, *info.dtype};
 }
 
-std::uint64_t OffloadedWeightsLoader::disk_bytes() const {
-  std::uint64_t total = 0;
-  for (const auto& [key, info] : index_) {
-    if (state_dict_.contains(key)) continue;
-    try {
-      total += locate(key, info).range.length;
-    } catch (const Error&) {
-      // get() reports it
-    }
-  }
-  return total;
-}
-
 Tensor OffloadedWeightsLoader::get(const std::string& key) const {
   if (const Tensor* t = state_dict_.find(key)) return *t;
   auto it = index_.find(key);

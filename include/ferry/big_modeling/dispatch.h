@@ -39,19 +39,11 @@ struct DispatchOptions {
   /// (io/staged_reader.h; right when RAM is short). Auto: Direct when the disk-placed bytes exceed what RAM can
   /// cache (io::choose_offload_io). Outputs are bit-identical either way.
   io::OffloadIo offload_io = io::OffloadIo::Auto;
-  /// The staging pool's size for Direct; 0: staging_bytes_for(model, map, prefetch).
+  /// The staging pool's size for Direct; 0: staging_bytes_for(model, map, prefetch) (big_modeling/offload_plan.h).
   std::size_t staging_bytes = 0;
   /// Direct reads through this reader (its pool and statistics are the caller's), whatever offload_io says.
   std::shared_ptr<io::StagedReader> staged_reader;
 };
-
-/// The staging pool direct disk reads need for `map`: the largest set of tensors one hook loads at once (a module's
-/// own disk-mapped tensors) times prefetch + 2 (the one computing, the ones read ahead, one being released), at
-/// least 16 MiB (the reader's reads in flight), at most the disk part; 0 when nothing is on disk. Counted in the plan's cpu budget when direct reads are used.
-std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
-
-/// Bytes of the tensors `map` puts on disk.
-std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map);
 
 /// Accelerate: dispatch_model(model, device_map, main_device, state_dict, offload_dir, offload_index,
 /// offload_buffers, skip_keys, preload_module_classes, force_hooks). The rules:

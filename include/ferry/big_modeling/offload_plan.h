@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/device_map.h"
@@ -11,6 +13,15 @@
 #include "ferry/nn/module.h"
 
 namespace ferry {
+
+/// The staging pool direct disk reads need for `map`: the largest set of tensors one hook loads at once (a module's
+/// own disk-mapped tensors) times prefetch + 2 (the one computing, the ones read ahead, one being released), at
+/// least 16 MiB (the reader's reads in flight), at most the disk part; 0 when nothing is on disk. Counted in the
+/// plan's cpu budget when direct reads are used.
+std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
+
+/// Bytes of the tensors `map` puts on disk.
+std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map);
 
 /// How a device map's disk part is read.
 struct OffloadIoChoice {
@@ -21,6 +32,11 @@ struct OffloadIoChoice {
 /// Resolves `requested` for `map`: Auto becomes Direct when the disk part exceeds what RAM can cache
 /// (io::choose_offload_io with io::cacheable_ram_bytes()), else Mmap.
 OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested, int prefetch);
+
+/// The reader for `map`'s disk part when resolve_offload_io says Direct (its pool `staging_bytes`, or the choice's
+/// when 0), else null. dispatch_model and disk_offload decide with it, as the plan does.
+std::shared_ptr<io::StagedReader> staged_reader_for(const nn::Module& model, const DeviceMap& map,
+                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes = 0);
 
 struct OffloadPlan {
   DeviceMap device_map;

@@ -132,9 +132,6 @@ class OffloadedWeightsLoader : public WeightsMap {
   void set_staged_reader(std::shared_ptr<StagedReader> reader) { reader_ = std::move(reader); }
   const std::shared_ptr<StagedReader>& staged_reader() const noexcept { return reader_; }
 
-  /// Bytes the index's disk entries hold (what a forward reads from disk), RAM entries excluded.
-  std::uint64_t disk_bytes() const;
-
  private:
   /// The safetensors file an entry points into (relative paths against the offload folder), opened once.
   SafetensorsFile safetensors_of(const OffloadEntry& info) const;
