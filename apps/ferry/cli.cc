@@ -1,9 +1,6 @@
 // Shared pieces of the `ferry` subcommands (see cli.h).
 #include "cli.h"
 
-#include "ferry/big_modeling/dispatch.h"
-#include "ferry/big_modeling/offload_plan.h"
-
 #include <unistd.h>
 
 #include <chrono>
@@ -213,7 +210,7 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
   auto dm = flags.device_map_value();
   if (auto* map = std::get_if<DeviceMap>(&dm)) {
     out.device_map = *map;
-    resolve_offload_io(skeleton, flags, out);
+    out.offload = resolve_offload_io(skeleton, out.device_map, io::parse_offload_io(flags.offload_io), flags.prefetch);
     return out;
   }
   std::string mode = std::holds_alternative<std::string>(dm) ? std::get<std::string>(dm) : "auto";
@@ -236,24 +233,16 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
                                              io::parse_offload_io(flags.offload_io), flags.prefetch);
   out.device_map = std::move(planned.device_map);
   out.options = std::move(planned.options);
-  out.offload_io = planned.choice.io;
-  out.staging_bytes = planned.choice.staging_bytes;
+  out.offload = planned.choice;
   return out;
-}
-
-void resolve_offload_io(const models::CausalLM& skeleton, const ModelFlags& flags, PlannedModel& plan) {
-  const OffloadIoChoice c =
-      ferry::resolve_offload_io(skeleton, plan.device_map, io::parse_offload_io(flags.offload_io), flags.prefetch);
-  plan.offload_io = c.io;
-  plan.staging_bytes = c.staging_bytes;
 }
 
 void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedModel& plan) {
   std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
   if (disk_bytes_of(skeleton, plan.device_map) > 0) {
-    if (plan.offload_io == io::OffloadIo::Direct)
+    if (plan.offload.io == io::OffloadIo::Direct)
       std::fprintf(out, "disk reads: direct (O_DIRECT into a %s staging pool, reserved above)\n",
-                   format_bytes(static_cast<int64_t>(plan.staging_bytes)).c_str());
+                   format_bytes(static_cast<int64_t>(plan.offload.staging_bytes)).c_str());
     else
       std::fprintf(out, "disk reads: mmap (page cache; RAM can hold the disk part)\n");
   }
@@ -263,7 +252,7 @@ void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedMod
   bool cpu = false;
   for (const auto& [name, d] : plan.device_map) cpu = cpu || d.is_cpu();
   if (!cpu) return;
-  const bool copy = flags.no_mmap || (!flags.mmap && plan.offload_io == io::OffloadIo::Direct);
+  const bool copy = flags.no_mmap || (!flags.mmap && plan.offload.io == io::OffloadIo::Direct);
   std::fprintf(out, "cpu weights: %s%s\n",
                copy ? "copied into memory of their own (--no-mmap; the default when RAM is short)"
                     : "zero-copy views of the checkpoint (mmap; --no-mmap copies them)",

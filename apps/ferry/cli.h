@@ -17,6 +17,7 @@
 #include "ferry/big_modeling/device_map.h"
 #include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/big_modeling/max_memory.h"
+#include "ferry/big_modeling/offload_plan.h"
 #include "ferry/models/auto_model.h"
 
 namespace ferry::cli {
@@ -84,12 +85,8 @@ class ProgressBar {
 struct PlannedModel {
   DeviceMap device_map;
   PlanOptions options;  // what it was planned with (budgets, reservations), for format_plan
-  io::OffloadIo offload_io = io::OffloadIo::Mmap;  // how the disk part is read (--offload-io resolved)
-  std::size_t staging_bytes = 0;                    // the staging pool for direct reads (reserved from cpu)
+  OffloadIoChoice offload;  // how the disk part is read (--offload-io resolved) and the staging pool reserved for it
 };
-
-/// Sets plan.offload_io (auto resolved against cacheable RAM) and plan.staging_bytes for plan.device_map.
-void resolve_offload_io(const models::CausalLM& skeleton, const ModelFlags& flags, PlannedModel& plan);
 PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flags, DType dtype);
 
 /// The plan as a table (module, device, bytes, dtype) and totals per device including reservations.

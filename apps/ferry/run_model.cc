@@ -70,9 +70,10 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
 
   models::FromPretrainedOptions o = flags.from_pretrained_options();
   o.device_map = out.plan.device_map;
-  o.offload_io = out.plan.offload_io;
-  if (out.plan.offload_io == io::OffloadIo::Direct && out.plan.staging_bytes > 0) {
-    out.staged_reader = std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = out.plan.staging_bytes});
+  o.offload_io = out.plan.offload.io;
+  if (out.plan.offload.io == io::OffloadIo::Direct && out.plan.offload.staging_bytes > 0) {
+    out.staged_reader =
+        std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = out.plan.offload.staging_bytes});
     o.staged_reader = out.staged_reader;
   }
   o.dtype = out.dtype;

@@ -21,7 +21,7 @@ struct LoadedModel {
   /// Weight bytes per device as planned.
   MaxMemory usage;
   std::vector<text::TokenId> eos_token_ids;  // config.json / generation_config.json
-  /// The reader of disk-placed weights when they are read direct (plan.offload_io), for the end-of-run figures.
+  /// The reader of disk-placed weights when they are read direct (plan.offload), for the end-of-run figures.
   std::shared_ptr<io::StagedReader> staged_reader;
 };
 
