@@ -1,7 +1,6 @@
 // The generate loop (see include/ferry/text/generate.h).
 #include "ferry/text/generate.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "ferry/core/error.h"
@@ -54,9 +53,7 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
     all.push_back(next);
     result.generated_ids.push_back(next);
     // An EOS token's text is never shown, so the stream does not see it (its held text is flushed below).
-    const bool eos = std::find(options.stop.eos_token_ids.begin(), options.stop.eos_token_ids.end(), next) !=
-                     options.stop.eos_token_ids.end();
-    std::string piece = stream && !eos ? stream->step(next).value_or("") : std::string();
+    std::string piece = stream && !stop.is_eos(next) ? stream->step(next).value_or("") : std::string();
     auto s = stop.push(next, piece);
     result.text += s.text;
     bool go_on = !stop.stopped();

@@ -53,6 +53,10 @@ std::optional<std::string> StopChecker::cut_at_stop_string() {
   return before;
 }
 
+bool StopChecker::is_eos(TokenId id) const {
+  return std::find(criteria_.eos_token_ids.begin(), criteria_.eos_token_ids.end(), id) != criteria_.eos_token_ids.end();
+}
+
 StopChecker::Step StopChecker::push(TokenId id, std::string_view new_text) {
   if (stopped()) {
     throw Error(std::string("generation already stopped (") + to_string(reason_) + ")", "StopChecker::push",
@@ -60,7 +64,7 @@ StopChecker::Step StopChecker::push(TokenId id, std::string_view new_text) {
   }
   ++generated_;
   Step step;
-  if (std::find(criteria_.eos_token_ids.begin(), criteria_.eos_token_ids.end(), id) != criteria_.eos_token_ids.end()) {
+  if (is_eos(id)) {
     reason_ = step.reason = StopReason::EosToken;
     step.text = release_all();
     return step;

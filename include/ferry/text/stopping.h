@@ -60,6 +60,9 @@ class StopChecker {
   /// already matched is shown. May be called once generation stopped, or to end it early.
   Step finish(std::string_view tail);
 
+  /// True when `id` is one of the criteria's end-of-sequence ids (its text is never shown).
+  bool is_eos(TokenId id) const;
+
   bool stopped() const { return reason_ != StopReason::None; }
   StopReason reason() const { return reason_; }
   /// The stop string that matched (empty unless reason() == StopString).
