@@ -2,6 +2,7 @@
 #include "ferry/core/backend.h"
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -79,6 +80,21 @@ std::shared_ptr<Backend> backend_for(Device device) {
   return b;
 }
 
+namespace {
+
+std::atomic<uint64_t> g_h2d{0}, g_d2h{0}, g_d2d{0};
+
+// Only copies that cross a bus count: host <-> accelerator, and between two different accelerators.
+void record_transfer(Device dst, Device src, std::size_t n) {
+  const bool dst_host = dst.is_cpu(), src_host = src.is_cpu();
+  if (dst_host && src_host) return;
+  if (src_host) g_h2d += n;
+  else if (dst_host) g_d2h += n;
+  else if (dst != src) g_d2d += n;
+}
+
+}  // namespace
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t n) {
   if (n == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
@@ -88,6 +104,39 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   // The side that is not plain cpu decides how bytes move (a GPU copy engine, a throttled virtual link).
   Device owner = dst_device.is_cpu() ? src_device : dst_device;
   backend_for(owner)->copy(dst, dst_device, src, src_device, n);
+  record_transfer(dst_device, src_device, n);
+}
+
+std::shared_ptr<CopyEvent> copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
+                                            std::size_t n) {
+  if (n == 0) return nullptr;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, n);
+    return nullptr;
+  }
+  Device owner = dst_device.is_cpu() ? src_device : dst_device;
+  auto event = backend_for(owner)->copy_async(dst, dst_device, src, src_device, n);
+  record_transfer(dst_device, src_device, n);
+  return event;
+}
+
+void synchronize(Device device) {
+  if (device.is_cpu() || device.is_meta() || device.is_disk()) return;
+  backend_for(device)->synchronize(device);
+}
+
+std::shared_ptr<Storage> allocate_pinned_host(std::size_t nbytes) {
+  if (auto cuda = find_backend(Device::Kind::CUDA); cuda && cuda->device_count() > 0)
+    if (auto s = cuda->allocate_pinned_host(nbytes)) return s;
+  return Storage::allocate(Device::cpu(), nbytes);
+}
+
+TransferStats transfer_stats() { return {g_h2d.load(), g_d2h.load(), g_d2d.load()}; }
+
+void reset_transfer_stats() {
+  g_h2d = 0;
+  g_d2h = 0;
+  g_d2d = 0;
 }
 
 std::vector<Device> accelerator_devices() {

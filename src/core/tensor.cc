@@ -115,7 +115,13 @@ Tensor Tensor::to(DType dtype, bool saturate) const {
     convert(raw_data(), dtype_, out.raw_data(), dtype, static_cast<std::size_t>(numel_), saturate);
     return out;
   }
-  // Other devices: through the host (backends with device kernels override this at the ops layer).
+  // Other devices: the backend's conversion kernel where it has one (not for saturating fp8), else the host.
+  if (!saturate) {
+    Tensor out = empty(shape_, dtype, device());
+    if (backend_for(device())->convert(raw_data(), dtype_, out.raw_data(), dtype, static_cast<std::size_t>(numel_),
+                                       device()))
+      return out;
+  }
   return to(Device::cpu()).to(dtype, saturate).to(device());
 }
 
@@ -155,6 +161,10 @@ void Tensor::copy_from(const Tensor& src) {
     copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
     return;
   }
+  if (src.device() == device() && !device().is_host_addressable() &&
+      backend_for(device())->convert(src.raw_data(), src.dtype_, raw_data(), dtype_, static_cast<std::size_t>(numel_),
+                                     device()))
+    return;
   Tensor converted = src.to(Device::cpu()).to(dtype_);
   copy_bytes(raw_data(), device(), converted.raw_data(), Device::cpu(), nbytes());
 }

@@ -10,10 +10,23 @@
 #include <optional>
 #include <string>
 
+#include "ferry/core/caching_allocator.h"
 #include "ferry/core/device.h"
+#include "ferry/core/dtype.h"
 #include "ferry/core/storage.h"
 
 namespace ferry {
+
+/// A copy in flight (Backend::copy_async). Destroying it neither waits for nor cancels the copy.
+class CopyEvent {
+ public:
+  virtual ~CopyEvent() = default;
+  /// Blocks the calling thread until the copy is done.
+  virtual void synchronize() = 0;
+  /// Orders the copy before every kernel queued on the destination device's compute stream from now on, without
+  /// blocking the host (cudaStreamWaitEvent).
+  virtual void order_before_compute() = 0;
+};
 
 class Backend {
  public:
@@ -25,8 +38,29 @@ class Backend {
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t n) = 0;
   /// Number of devices of this kind present.
   virtual int device_count() const = 0;
-  /// Free bytes on `device` (for get_max_memory), or nullopt when unknown.
+  /// Free bytes on `device` (for get_max_memory), or nullopt when unknown. Includes the allocator's cached blocks.
   virtual std::optional<std::size_t> free_memory(Device device) const = 0;
+
+  /// Starts a copy on the device's copy stream and returns its event; nullptr means it is already complete (the
+  /// default: a synchronous copy). The copy starts after all compute work queued so far, so a block freed by a
+  /// finished forward and reused by the copy is never overwritten while a kernel still reads it.
+  virtual std::shared_ptr<CopyEvent> copy_async(void* dst, Device dst_device, const void* src, Device src_device,
+                                                std::size_t n) {
+    copy(dst, dst_device, src, src_device, n);
+    return nullptr;
+  }
+  /// Converts n elements between two float dtypes on `device` (both buffers there). Returns false when this
+  /// backend has no kernel for the pair (the caller converts through the host).
+  virtual bool convert(const void*, DType, void*, DType, std::size_t, Device) { return false; }
+  /// Waits for every kernel and copy queued on `device`.
+  virtual void synchronize(Device) {}
+  /// Page-locked host memory the device can copy from asynchronously (cudaHostAlloc), or nullptr when this
+  /// backend has none.
+  virtual std::shared_ptr<Storage> allocate_pinned_host(std::size_t) { return nullptr; }
+  /// The caching allocator's counters for `device`, when it has one.
+  virtual std::optional<CachingAllocator::Stats> allocator_stats(Device) const { return std::nullopt; }
+  /// Returns cached, unused device blocks to the driver (torch.cuda.empty_cache).
+  virtual void empty_cache() {}
 };
 
 /// Registers `backend` for `kind`, replacing any previous one. Thread-safe.
@@ -38,6 +72,23 @@ std::shared_ptr<Backend> backend_for(Device device);
 
 /// Copies n bytes between any two devices with bytes (not meta or disk).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t n);
+/// copy_bytes on the copy stream of the device side (Backend::copy_async); nullptr when already complete.
+std::shared_ptr<CopyEvent> copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device,
+                                            std::size_t n);
+/// Waits for the work queued on `device` (no-op for host devices). torch.cuda.synchronize(device).
+void synchronize(Device device);
+/// `nbytes` of host memory on cpu that a GPU copies from at full speed (pinned) when the CUDA backend is present
+/// with a device, else ordinary aligned host memory. Counted against cpu.
+std::shared_ptr<Storage> allocate_pinned_host(std::size_t nbytes);
+
+/// Bytes moved between host and accelerators since the start (or the last reset): what the CLI reports per token.
+struct TransferStats {
+  uint64_t host_to_device = 0;
+  uint64_t device_to_host = 0;
+  uint64_t device_to_device = 0;  // between two accelerators (not within one)
+};
+TransferStats transfer_stats();
+void reset_transfer_stats();
 
 /// Number of accelerators planners may use: CUDA GPUs, or the enabled virtual devices when there are no GPUs.
 /// Ordered cuda:0.. first.
