@@ -1,5 +1,6 @@
 // cpu_offload, disk_offload, cpu_offload_with_hook (see include/ferry/big_modeling/cpu_offload.h).
 #include "ferry/big_modeling/cpu_offload.h"
+#include "ferry/big_modeling/device_staging.h"
 
 #include "ferry/big_modeling/align_devices_hook.h"
 #include "ferry/big_modeling/attach.h"
@@ -32,9 +33,12 @@ void attach_whole_model(nn::Module& model, Device exec, bool offload_buffers,
   nn::add_hook_to_module(model, std::make_shared<AlignDevicesHook>(root), /*append=*/true);
   AttachOptions opts;
   opts.preload_module_classes = preload;
+  const bool prefetching = prefetcher != nullptr;
   opts.prefetcher = std::move(prefetcher);
-  attach_align_device_hook(model, exec, /*offload=*/true, with_tied_names(model, std::move(weights_map)),
-                           offload_buffers, "", opts);
+  attach_align_device_hook(
+      model, exec, /*offload=*/true,
+      stage_on_execution_device(with_tied_names(model, std::move(weights_map)), exec, prefetching), offload_buffers,
+      "", opts);
 }
 
 bool has_meta_tensor(const nn::Module& model) {

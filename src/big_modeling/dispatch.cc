@@ -5,8 +5,10 @@
 #include <map>
 
 #include "ferry/big_modeling/attach.h"
+#include "ferry/big_modeling/device_staging.h"
 #include "ferry/big_modeling/offload_plan.h"
 #include "ferry/big_modeling/tied_weights.h"
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/nn/module_tensors.h"
@@ -37,6 +39,27 @@ void guard_moves(nn::Module& model) {
                     "remove the hooks first (remove_hook_from_module(model, true)) or dispatch it again");
     log_warning("You shouldn't move a model that is dispatched using ferry hooks.");
   });
+}
+
+// The cpu-placed weights copied into pinned host memory, tensors sharing bytes (tied) copied once.
+io::StateDict pinned_copies(const io::StateDict& state_dict) {
+  io::StateDict out;
+  std::map<std::pair<const void*, std::size_t>, Tensor> done;
+  for (const auto& [name, t] : state_dict) {
+    if (!t.defined() || t.is_meta() || !t.device().is_cpu() || t.nbytes() == 0) {
+      out.set(name, t);
+      continue;
+    }
+    auto key = std::make_pair(static_cast<const void*>(t.storage().get()), t.byte_offset());
+    auto it = done.find(key);
+    if (it == done.end() || it->second.shape() != t.shape() || it->second.dtype() != t.dtype()) {
+      Tensor pinned = Tensor::from_storage(allocate_pinned_host(t.nbytes()), 0, t.shape(), t.dtype());
+      pinned.copy_from(t);
+      it = done.insert_or_assign(key, pinned).first;
+    }
+    out.set(name, it->second);
+  }
+  return out;
 }
 
 }  // namespace
@@ -103,6 +126,7 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
   std::optional<io::StateDict> state_dict = options.state_dict;
   if (!main.is_cpu() && !state_dict && !cpu_modules.empty())
     state_dict = extract_submodules_state_dict(model_state_dict(model), cpu_modules);
+  if (state_dict && main.is_cuda() && options.pin_cpu_weights) state_dict = pinned_copies(*state_dict);
 
   if (!disk_modules.empty() && !options.offload_dir && !options.offload_index)
     throw Error("an offload_dir is needed to dispatch this model according to this device_map; these submodules go "
@@ -135,6 +159,8 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
   }
   // A tied weight is stored once (lm_head.weight usually not at all): every name of its group reads the stored one.
   weights_map = with_tied_names(model, std::move(weights_map));
+  // Executing on a GPU with a prefetcher: the weights read ahead are also copied ahead, on the copy stream.
+  weights_map = stage_on_execution_device(std::move(weights_map), main, prefetcher != nullptr);
 
   // Tied weights materialised once per device: keyed by the data pointer of each tied tensor that has bytes.
   AttachOptions attach;

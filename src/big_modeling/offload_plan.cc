@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "ferry/big_modeling/max_memory.h"
@@ -45,6 +47,29 @@ std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int
   return std::min(std::max<std::size_t>(want, std::size_t{16} << 20), all);
 }
 
+std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
+  if (prefetch <= 0) return 0;
+  std::optional<Device> main;
+  for (Device d : map.devices())
+    if (d.is_accelerator()) {
+      main = d;
+      break;
+    }
+  if (!main) return 0;
+  std::map<std::string, std::size_t> entry_bytes;  // offloaded entry -> its bytes
+  for (const auto& [name, t] : model.state_dict()) {
+    for (const auto& [entry, d] : map) {
+      if ((d.is_cpu() || d.is_disk()) && module_covers(entry, name)) {
+        entry_bytes[entry] += t.nbytes();
+        break;
+      }
+    }
+  }
+  std::size_t largest = 0;
+  for (const auto& [entry, bytes] : entry_bytes) largest = std::max(largest, bytes);
+  return largest * static_cast<std::size_t>(prefetch);
+}
+
 OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested,
                                    int prefetch) {
   OffloadIoChoice out;
@@ -68,9 +93,27 @@ OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, co
   OffloadPlan out;
   out.options = options;
   out.device_map = plan_device_map(model, mode, options);
+  // Weights copied ahead to the GPU take room there beside the module computing (Accelerate's reserve).
+  if (const std::size_t ahead = gpu_prefetch_bytes_for(model, out.device_map, prefetch); ahead > 0) {
+    Device main = Device::cpu();
+    for (Device d : out.device_map.devices())
+      if (d.is_accelerator()) {
+        main = d;
+        break;
+      }
+    PlanOptions with_ahead = out.options;
+    with_ahead.reservations.push_back({main, static_cast<int64_t>(ahead), "prefetched weights (copied ahead)"});
+    try {
+      out.device_map = plan_device_map(model, mode, with_ahead);
+      out.options = std::move(with_ahead);
+    } catch (const Error& e) {
+      log_warning("{} cannot also hold {} of weights copied ahead ({}); if it runs out of memory, use --prefetch 0",
+                  main.str(), format_bytes(static_cast<int64_t>(ahead)), e.problem());
+    }
+  }
   out.choice = resolve_offload_io(model, out.device_map, requested, prefetch);
   if (out.choice.io != io::OffloadIo::Direct || out.choice.staging_bytes == 0) return out;
-  PlanOptions with_pool = options;
+  PlanOptions with_pool = out.options;
   with_pool.reservations.push_back(
       {Device::cpu(), static_cast<int64_t>(out.choice.staging_bytes), "staging pool (direct disk reads)"});
   try {

@@ -43,6 +43,10 @@ struct DispatchOptions {
   std::size_t staging_bytes = 0;
   /// Direct reads through this reader (its pool and statistics are the caller's), whatever offload_io says.
   std::shared_ptr<io::StagedReader> staged_reader;
+  /// Beyond Accelerate: when the main device is a CUDA GPU, the cpu-placed weights are copied once into pinned
+  /// (page-locked) host memory, so each forward's copies to the GPU are asynchronous DMA at the bus's speed instead
+  /// of driver-staged pageable copies. false keeps them where they are (views of the checkpoint).
+  bool pin_cpu_weights = true;
 };
 
 /// Accelerate: dispatch_model(model, device_map, main_device, state_dict, offload_dir, offload_index,
@@ -53,7 +57,8 @@ struct DispatchOptions {
 ///    serves both (RAM first, then the folder), tied weights are materialised once per device, and the root
 ///    returns outputs to the input's device;
 ///  - afterwards, Module::to on the model throws while weights are offloaded (and warns otherwise);
-///  - with offloaded modules and options.prefetch > 0, one Prefetcher shared by their hooks reads ahead.
+///  - with offloaded modules and options.prefetch > 0, one Prefetcher shared by their hooks reads ahead; when the
+///    main device is an accelerator, the weights read ahead are also copied ahead (big_modeling/device_staging.h).
 void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options = {});
 
 /// The tensors of `state_dict` that belong to any of `module_names` (whole dotted components; "" = all).

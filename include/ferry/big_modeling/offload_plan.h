@@ -20,6 +20,11 @@ namespace ferry {
 /// plan's cpu budget when direct reads are used.
 std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
 
+/// Device memory the weights copied ahead need on the accelerator that runs `map`'s offloaded (cpu- and
+/// disk-placed) entries: prefetch × the largest such entry (big_modeling/device_staging.h). 0 when the map has no
+/// accelerator, nothing offloaded, or prefetch is 0. Reserved on that device by plan_with_offload_io.
+std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
+
 /// Bytes of the tensors `map` puts on disk.
 std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map);
 
@@ -44,7 +49,8 @@ struct OffloadPlan {
   OffloadIoChoice choice;
 };
 
-/// plan_device_map, then resolve_offload_io; when that is Direct, the staging pool is reserved from the cpu budget
+/// plan_device_map; when the plan offloads behind an accelerator and prefetches, gpu_prefetch_bytes_for is reserved
+/// on it ("prefetched weights") and the model planned again; then resolve_offload_io; when that is Direct, the staging pool is reserved from the cpu budget
 /// ("staging pool (direct disk reads)") and the model planned again. When the budget cannot also hold the pool,
 /// Auto falls back to Mmap (logged) and Direct is the planner's ferry::Error.
 OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options,

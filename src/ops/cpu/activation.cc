@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "elementwise_kernels.h"
 #include "ferry/ops/elementwise.h"
 
@@ -52,12 +53,35 @@ Tensor unary(const char* op, const Tensor& x, UnaryKernel cpu::ElementwiseKernel
 
 }  // namespace
 
-Tensor silu(const Tensor& x) { return unary("silu", x, &cpu::ElementwiseKernels::silu); }
-Tensor gelu(const Tensor& x) { return unary("gelu", x, &cpu::ElementwiseKernels::gelu); }
-Tensor gelu_tanh(const Tensor& x) { return unary("gelu_tanh", x, &cpu::ElementwiseKernels::gelu_tanh); }
-Tensor relu(const Tensor& x) { return unary("relu", x, &cpu::ElementwiseKernels::relu); }
+Tensor silu(const Tensor& x) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::Silu);
+  }
+  return unary("silu", x, &cpu::ElementwiseKernels::silu);
+}
+Tensor gelu(const Tensor& x) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::Gelu);
+  }
+  return unary("gelu", x, &cpu::ElementwiseKernels::gelu);
+}
+Tensor gelu_tanh(const Tensor& x) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::GeluTanh);
+  }
+  return unary("gelu_tanh", x, &cpu::ElementwiseKernels::gelu_tanh);
+}
+Tensor relu(const Tensor& x) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::Relu);
+  }
+  return unary("relu", x, &cpu::ElementwiseKernels::relu);
+}
 
 Tensor silu_mul(const Tensor& gate, const Tensor& up) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(gate)) return cuda::silu_mul(gate, up);
+  }
   cpu::check_f32("silu_mul", "gate", gate);
   cpu::check_f32("silu_mul", "up", up);
   cpu::check_same_device("silu_mul", "gate", gate, "up", up);

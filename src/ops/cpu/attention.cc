@@ -9,6 +9,7 @@
 
 #include "attention_kernels.h"
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/attention.h"
 #include "norm_kernels.h"
@@ -53,6 +54,9 @@ void check_cache(const char* name, const Tensor& t, const Tensor& q) {
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
                  int64_t sliding_window) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(q)) return cuda::attention(q, k, v, q_offset, scale, sliding_window);
+  }
   cpu::check_f32("attention", "q", q);
   if (q.dim() != 3) cpu::fail("attention", cpu::describe("q", q) + " must be [tokens, heads, head_dim]");
   check_cache("k", k, q);

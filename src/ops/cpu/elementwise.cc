@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "elementwise_kernels.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/elementwise.h"
@@ -106,12 +107,35 @@ void binary_inplace(const char* op, Tensor& a, const Tensor& b, BinaryKernel ker
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b, cpu::elementwise_kernels(cpu_isa()).add); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b, cpu::elementwise_kernels(cpu_isa()).mul); }
-void add_(Tensor& a, const Tensor& b) { binary_inplace("add_", a, b, cpu::elementwise_kernels(cpu_isa()).add); }
-void mul_(Tensor& a, const Tensor& b) { binary_inplace("mul_", a, b, cpu::elementwise_kernels(cpu_isa()).mul); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(a)) return cuda::binary("add", a, b, false);
+  }
+  return binary("add", a, b, cpu::elementwise_kernels(cpu_isa()).add);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(a)) return cuda::binary("mul", a, b, true);
+  }
+  return binary("mul", a, b, cpu::elementwise_kernels(cpu_isa()).mul);
+}
+void add_(Tensor& a, const Tensor& b) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(a)) return cuda::binary_("add_", a, b, false);
+  }
+  binary_inplace("add_", a, b, cpu::elementwise_kernels(cpu_isa()).add);
+}
+void mul_(Tensor& a, const Tensor& b) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(a)) return cuda::binary_("mul_", a, b, true);
+  }
+  binary_inplace("mul_", a, b, cpu::elementwise_kernels(cpu_isa()).mul);
+}
 
 Tensor scale(const Tensor& x, float s) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::scale(x, s);
+  }
   cpu::check_f32("scale", "x", x);
   const auto kernel = cpu::elementwise_kernels(cpu_isa()).scale;
   Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());

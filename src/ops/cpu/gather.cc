@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/gather.h"
@@ -11,6 +12,9 @@
 namespace ferry::ops {
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(weight)) return cuda::embedding(weight, ids);
+  }
   cpu::check_float("embedding", "weight", weight);
   if (weight.dim() != 2) cpu::fail("embedding", cpu::describe("weight", weight) + " must be [vocab, dim]");
   cpu::check_host("embedding", "ids", ids);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "ferry/core/cpu_features.h"
 #include "ferry/ops/linear.h"
 #include "linear_kernels.h"
@@ -67,6 +68,9 @@ void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, c
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::linear(x, weight, bias);
+  }
   check_weight(x, weight);
   Tensor b = cpu::param_f32("linear", "bias", bias, weight.size(0), x);
   Tensor out = Tensor::empty(linear_out_shape(x, weight), DType::F32, x.device());
@@ -75,6 +79,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::linear_into(x, weight, bias, out);
+  }
   check_weight(x, weight);
   Tensor b = cpu::param_f32("linear", "bias", bias, weight.size(0), x);
   cpu::check_out("linear", out, linear_out_shape(x, weight));
@@ -85,6 +92,9 @@ void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(a)) return cuda::matmul(a, b);
+  }
   cpu::check_f32("matmul", "a", a);
   cpu::check_f32("matmul", "b", b);
   cpu::check_same_device("matmul", "a", a, "b", b);

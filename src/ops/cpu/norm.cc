@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/norm.h"
 #include "norm_kernels.h"
@@ -67,6 +68,9 @@ const float* ptr(const Tensor& t) { return t.defined() ? t.data<float>() : nullp
 }  // namespace
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::rms_norm(x, weight, eps);
+  }
   cpu::check_f32("rms_norm", "x", x);
   cpu::check_min_dim("rms_norm", "x", x, 1);
   const Tensor w = cpu::param_f32("rms_norm", "weight", weight, x.size(-1), x);
@@ -76,6 +80,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::layer_norm(x, weight, bias, eps);
+  }
   cpu::check_f32("layer_norm", "x", x);
   cpu::check_min_dim("layer_norm", "x", x, 1);
   const Tensor w = cpu::param_f32("layer_norm", "weight", weight, x.size(-1), x);
@@ -86,6 +93,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 }
 
 Tensor softmax(const Tensor& x) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::softmax(x);
+  }
   cpu::check_f32("softmax", "x", x);
   cpu::check_min_dim("softmax", "x", x, 1);
   const auto kernel = cpu::norm_kernels(cpu_isa()).softmax;
@@ -96,6 +106,15 @@ Tensor softmax(const Tensor& x) {
 // beta = b − mean·alpha, then y = x·alpha + beta. Channels are dim 1 of [N, C] / [N, C, L], dim 0 of [C].
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, float eps) {
+  // Rare in the models ferry runs (no CUDA kernel): a GPU's tensors take the cpu kernel and come back.
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) {
+      const Device cpu_device = Device::cpu();
+      return batch_norm(x.to(cpu_device), running_mean.to(cpu_device), running_var.to(cpu_device),
+                        weight.to(cpu_device), bias.to(cpu_device), eps)
+          .to(x.device());
+    }
+  }
   cpu::check_f32("batch_norm", "x", x);
   if (x.dim() < 1 || x.dim() > 3)
     cpu::fail("batch_norm", cpu::describe("x", x) + " must be [C], [N, C] or [N, C, L]");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/rotary.h"
 #include "rotary_kernels.h"
@@ -58,6 +59,9 @@ Tensor rope_inv_freq(int64_t rotary_dim, double theta) {
 
 void apply_rotary_(Tensor& x, const Tensor& positions, const Tensor& inv_freq, RopeLayout layout,
                    float attention_scaling) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::apply_rotary_(x, positions, inv_freq, layout, attention_scaling);
+  }
   const char* op = "apply_rotary_";
   cpu::check_f32(op, "x", x);
   cpu::check_writable(op, "x", x);

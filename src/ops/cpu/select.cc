@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "ferry/core/cpu_features.h"
 #include "select_kernels.h"
 #include "ferry/core/thread_pool.h"
@@ -33,6 +34,9 @@ int64_t argmax_row(const float* x, int64_t V) {
 }  // namespace cpu::scalar
 
 Tensor argmax(const Tensor& x) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::argmax(x);
+  }
   cpu::check_f32("argmax", "x", x);
   cpu::check_min_dim("argmax", "x", x, 1);
   const int64_t V = x.size(-1);
@@ -49,6 +53,13 @@ Tensor argmax(const Tensor& x) {
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k) {
+  // Sampling asks for the top k of one row of logits: a GPU's row comes to the host, the answer goes back.
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) {
+      auto [values, indices] = topk(x.to(Device::cpu()), k);
+      return {values.to(x.device()), indices.to(x.device())};
+    }
+  }
   cpu::check_f32("topk", "x", x);
   if (x.dim() != 1) cpu::fail("topk", cpu::describe("x", x) + " must be 1-D [V]");
   const int64_t V = x.size(0);
