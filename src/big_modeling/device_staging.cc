@@ -27,46 +27,58 @@ void DeviceStagedWeights::finish(Staged& s) {
 }
 
 bool DeviceStagedWeights::prefetch(const std::string& key) const noexcept {
-  try {
-    if (!inner_->contains(key)) return false;
-    uint64_t gets_before;
-    {
-      std::lock_guard lock(mu_);
-      gets_before = gets_[key];
-    }
-    inner_->prefetch(key);  // disk reads ahead first (page cache or staging pool)
-    Tensor host = inner_->get(key);
-    Staged s;
-    if (host.device() == device_) {
-      s.device = host;  // already there (a weight the inner map keeps on the device)
-    } else {
-      if (!host.device().is_host_addressable()) host = host.to(Device::cpu());
-      s.device = Tensor::empty(host.shape(), host.dtype(), device_);
-      s.event = copy_bytes_async(s.device.raw_data(), device_, host.raw_data(), host.device(), host.nbytes());
-      s.host = std::move(host);
-    }
+  uint64_t gets_before = 0;
+  {
     std::lock_guard lock(mu_);
-    if (gets_[key] != gets_before) {  // the module ran while this copy was prepared: it is too late to be used
-      finish(s);
-      return true;
+    // A copy waiting to be used, or one being made, is still good: weights maps are read-only.
+    if (ready_.count(key) || in_flight_.count(key)) return true;
+    gets_before = gets_[key];
+    in_flight_.insert(key);
+  }
+  Staged s;
+  bool ok = false;
+  try {
+    if (inner_->contains(key)) {
+      inner_->prefetch(key);  // disk reads ahead first (page cache or staging pool)
+      Tensor host = inner_->get(key);
+      if (host.device() == device_) {
+        s.device = host;  // already there (a weight the inner map keeps on the device)
+      } else {
+        if (!host.device().is_host_addressable()) host = host.to(Device::cpu());
+        s.device = Tensor::empty(host.shape(), host.dtype(), device_);
+        s.event = copy_bytes_async(s.device.raw_data(), device_, host.raw_data(), host.device(), host.nbytes());
+        s.host = std::move(host);
+      }
+      ok = true;
     }
-    auto it = ready_.find(key);
-    if (it != ready_.end()) finish(it->second);  // an unused earlier copy: its block is about to be freed
-    ready_[key] = std::move(s);
-    return true;
   } catch (const std::exception& e) {
     std::lock_guard lock(mu_);
-    ++stats_.failed;
-    if (stats_.failed == 1) log_warning("prefetching {} to {} failed ({}); it is copied when needed", key, device_.str(), e.what());
-    return false;
+    if (++stats_.failed == 1)
+      log_warning("prefetching {} to {} failed ({}); it is copied when needed", key, device_.str(), e.what());
   }
+  {
+    std::lock_guard lock(mu_);
+    in_flight_.erase(key);
+    // Stored unless the module already ran without it (then the copy came too late and is dropped).
+    if (ok && gets_[key] == gets_before) ready_[key] = std::move(s);
+  }
+  arrived_.notify_all();
+  if (ok && s.device.defined()) {
+    try {
+      finish(s);  // dropped: wait for the copy before its block returns to the allocator
+    } catch (const std::exception&) {
+    }
+  }
+  return ok;
 }
 
 Tensor DeviceStagedWeights::get(const std::string& key) const {
   Staged s;
   bool found = false;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    // A copy of this weight is being made right now: wait for it rather than move the same bytes twice.
+    arrived_.wait(lock, [&] { return !in_flight_.count(key); });
     ++gets_[key];
     auto it = ready_.find(key);
     if (it != ready_.end()) {

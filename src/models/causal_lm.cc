@@ -18,7 +18,16 @@ std::shared_ptr<KvCache> CausalLM::make_cache(DType dtype) const {
 }
 
 Tensor CausalLM::logits(const Tensor& input_ids, const std::shared_ptr<KvCache>& cache, int64_t logits_to_keep) {
-  nn::Args args{input_ids};
+  // A model moved whole onto an accelerator has no hook to bring the ids to it: they go where its first weight is,
+  // as transformers' generate sends input_ids to model.device. (Dispatched models' hooks move them.)
+  Tensor ids = input_ids;
+  if (!hook()) {
+    for (const auto& [name, t] : named_parameters()) {
+      if (t.device().is_accelerator() && ids.device() != t.device()) ids = ids.to(t.device());
+      break;
+    }
+  }
+  nn::Args args{ids};
   if (cache) args.with("past_key_values", cache_value(cache));
   if (logits_to_keep != 0) args.with("logits_to_keep", logits_to_keep);
   nn::Value out = (*this)(std::move(args));

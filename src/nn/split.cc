@@ -5,6 +5,7 @@
 #include <numeric>
 #include <string>
 
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 
 namespace ferry::nn {
@@ -16,8 +17,8 @@ std::vector<Tensor> split_last_dim(const Tensor& x, const std::vector<int64_t>& 
   if (total != width)
     throw Error("sizes add up to " + std::to_string(total) + " but the last dimension is " + std::to_string(width),
                 "split_last_dim");
-  if (!x.device().is_host_addressable())
-    throw Error("split_last_dim runs on host memory only; tensor is on " + x.device().str(), "split_last_dim");
+  const bool host = x.device().is_host_addressable();
+  std::shared_ptr<Backend> backend = host ? nullptr : backend_for(x.device());  // a GPU copies the blocks itself
   const int64_t rows = width == 0 ? 0 : x.numel() / width;
   const std::size_t elem = dtype_size(x.dtype());
   const auto* src = static_cast<const unsigned char*>(x.raw_data());
@@ -30,8 +31,12 @@ std::vector<Tensor> split_last_dim(const Tensor& x, const std::vector<int64_t>& 
     shape.back() = n;
     Tensor piece = Tensor::empty(shape, x.dtype(), x.device());
     auto* dst = static_cast<unsigned char*>(piece.raw_data());
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(dst + r * n * elem, src + (r * width + offset) * elem, static_cast<std::size_t>(n) * elem);
+    if (backend && rows > 0)
+      backend->copy_rows(dst, static_cast<std::size_t>(n) * elem, src + offset * elem, static_cast<std::size_t>(width) * elem,
+                         static_cast<std::size_t>(n) * elem, static_cast<std::size_t>(rows), x.device());
+    else
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(dst + r * n * elem, src + (r * width + offset) * elem, static_cast<std::size_t>(n) * elem);
     offset += n;
     out.push_back(std::move(piece));
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ferry/big_modeling/dispatch.h"
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/nn/empty_weights.h"
 #include "toy_llama.h"
@@ -79,6 +80,44 @@ TEST(OffloadPlan, ThePoolHoldsThePrefetchPlusTwoLargestLoadsAndNeverMoreThanTheD
   const std::size_t pool0 = staging_bytes_for(*big, all, 0), pool2 = staging_bytes_for(*big, all, 2);
   EXPECT_LT(pool0, pool2);
   EXPECT_LE(pool2, disk_bytes_of(*big, all) + (std::size_t{1} << 20));
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// Weights copied ahead to the GPU (device_staging.h) take prefetch × the largest offloaded module there; the plan
+// reserves it on the accelerator and so keeps that much fewer layers on it.
+TEST(OffloadPlan, PrefetchingToAnAcceleratorReservesRoomForTheCopiesAhead) {
+  enable_virtual_devices({.count = 1, .capacity_bytes = std::size_t(1) << 30});
+  auto model = toy();
+  const int64_t layer = static_cast<int64_t>(2 * 512 * 2048 * 4);  // up_proj + down_proj, f32
+  PlanOptions o;
+  o.max_memory = MaxMemory{{Device::virt(0), total_bytes(*model) / 2}, {Device::cpu(), total_bytes(*model) * 2}};
+  o.no_split_module_classes = {"ToyDecoderLayer"};
+  const OffloadPlan none = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Mmap, 0);
+  EXPECT_TRUE(none.options.reservations.empty());
+  EXPECT_EQ(gpu_prefetch_bytes_for(*model, none.device_map, 0), 0u);
+  const std::size_t ahead = gpu_prefetch_bytes_for(*model, none.device_map, 2);
+  EXPECT_GE(ahead, static_cast<std::size_t>(2 * layer));  // the largest offloaded entry may be the head
+
+  const OffloadPlan two = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Mmap, 2);
+  ASSERT_EQ(two.options.reservations.size(), 1u);
+  EXPECT_EQ(two.options.reservations[0].device, Device::virt(0));
+  EXPECT_EQ(two.options.reservations[0].bytes, static_cast<int64_t>(ahead));
+  auto on_gpu = [&](const DeviceMap& map) {
+    int64_t n = 0;
+    for (const auto& [name, t] : model->state_dict())
+      if (map.device_for(name)->is_accelerator()) n += static_cast<int64_t>(t.nbytes());
+    return n;
+  };
+  EXPECT_LT(on_gpu(two.device_map), on_gpu(none.device_map));
+  EXPECT_LE(on_gpu(two.device_map) + static_cast<int64_t>(ahead), total_bytes(*model) / 2);
+  // Nothing offloaded behind the accelerator: nothing to copy ahead.
+  EXPECT_EQ(gpu_prefetch_bytes_for(*model, DeviceMap{{"", Device::virt(0)}}, 2), 0u);
+  disable_virtual_devices();
 }
 
 }  // namespace

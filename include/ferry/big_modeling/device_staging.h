@@ -15,11 +15,13 @@
 // prefetcher is on; with virtual devices (tests) the copies are synchronous and the bookkeeping the same.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ferry/core/backend.h"
 #include "ferry/io/offload.h"
@@ -32,13 +34,13 @@ class DeviceStagedWeights final : public io::WeightsMap {
   DeviceStagedWeights(std::shared_ptr<const io::WeightsMap> inner, Device device);
   ~DeviceStagedWeights() override;
 
-  /// The weight on `device`: the prefetched copy when there is one, else copied now.
+  /// The weight on `device`: the prefetched copy when there is one (waiting for a copy under way), else copied now.
   Tensor get(const std::string& key) const override;
   bool contains(const std::string& key) const override { return inner_->contains(key); }
   std::vector<std::string> keys() const override { return inner_->keys(); }
   std::size_t size() const override { return inner_->size(); }
-  /// Reads the weight from the inner map and starts its copy to the device. Always true (work was done), so the
-  /// prefetcher keeps prefetching even when the inner map's bytes are already in RAM.
+  /// Reads the weight from the inner map and starts its copy to the device; nothing when a copy is waiting or under
+  /// way. True unless it failed, so the prefetcher keeps prefetching even when the inner map's bytes are in RAM.
   bool prefetch(const std::string& key) const noexcept override;
 
   Device device() const noexcept { return device_; }
@@ -63,7 +65,9 @@ class DeviceStagedWeights final : public io::WeightsMap {
   Device device_;
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, Staged> ready_;
-  mutable std::unordered_map<std::string, uint64_t> gets_;  // get() calls per key: a prefetch overtaken by its get is dropped
+  mutable std::unordered_map<std::string, uint64_t> gets_;
+  mutable std::unordered_set<std::string> in_flight_;  // prefetches under way; get() waits for them
+  mutable std::condition_variable arrived_;  // get() calls per key: a prefetch overtaken by its get is dropped
   mutable Stats stats_;
 };
 

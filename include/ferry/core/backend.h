@@ -52,6 +52,14 @@ class Backend {
   /// Converts n elements between two float dtypes on `device` (both buffers there). Returns false when this
   /// backend has no kernel for the pair (the caller converts through the host).
   virtual bool convert(const void*, DType, void*, DType, std::size_t, Device) { return false; }
+  /// Copies `rows` rows of `width` bytes within `device`, rows `dst_pitch` / `src_pitch` bytes apart (a column
+  /// block of a row-major tensor: torch.split on the last dim). Default: one copy per row.
+  virtual void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t width,
+                         std::size_t rows, Device device) {
+    for (std::size_t r = 0; r < rows; ++r)
+      copy(static_cast<char*>(dst) + r * dst_pitch, device, static_cast<const char*>(src) + r * src_pitch, device,
+           width);
+  }
   /// Waits for every kernel and copy queued on `device`.
   virtual void synchronize(Device) {}
   /// Page-locked host memory the device can copy from asynchronously (cudaHostAlloc), or nullptr when this

@@ -111,6 +111,14 @@ class CudaBackend final : public Backend {
     return cuda_convert(src, src_type, dst, dst_type, n);
   }
 
+  void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t width,
+                 std::size_t rows, Device device) override {
+    if (width == 0 || rows == 0) return;
+    check(cudaSetDevice(device.index), "cudaSetDevice", device);
+    check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, cudaStreamLegacy),
+          "cudaMemcpy2DAsync", device);
+  }
+
   void synchronize(Device device) override {
     check(cudaSetDevice(device.index), "cudaSetDevice", device);
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", device);
