@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "ferry/core/backend.h"
 #include "ferry/models/kv_cache.h"
 #include "run_model.h"
 
@@ -74,28 +75,45 @@ void add_bench_command(CLI::App& app) {
         auto cache = model.make_cache();
         Tensor ids = random_ids(o->pp, vocab, static_cast<uint32_t>(r));
         auto t0 = std::chrono::steady_clock::now();
-        model.logits(ids, cache, 1);
+        model.logits(ids, cache, 1).to(Device::cpu());  // read back: a GPU's kernels have finished
         tps.push_back(static_cast<double>(o->pp) / seconds(t0));
       }
       rows.push_back({"pp" + std::to_string(o->pp), stat(tps)});
     }
+    // Host→device traffic of the decode runs (offloaded weights streamed to a GPU), per token and per second.
+    double h2d_per_token = 0, h2d_gb_per_s = 0;
     if (o->tg > 0) {
       std::vector<double> tps;
+      double decode_s = 0;
+      const uint64_t h2d_before = transfer_stats().host_to_device;
       for (int64_t r = 0; r < o->reps; ++r) {
         auto cache = model.make_cache();
         Tensor ids = random_ids(o->tg, vocab, static_cast<uint32_t>(100 + r));
         auto t0 = std::chrono::steady_clock::now();
-        for (int64_t i = 0; i < o->tg; ++i) model.logits(ids.slice(i, i + 1), cache, 1);
-        tps.push_back(static_cast<double>(o->tg) / seconds(t0));
+        // Each step's logits are read back, as generation does to pick the next token.
+        for (int64_t i = 0; i < o->tg; ++i) model.logits(ids.slice(i, i + 1), cache, 1).to(Device::cpu());
+        const double s = seconds(t0);
+        decode_s += s;
+        tps.push_back(static_cast<double>(o->tg) / s);
       }
       rows.push_back({"tg" + std::to_string(o->tg), stat(tps)});
+      const double moved = static_cast<double>(transfer_stats().host_to_device - h2d_before);
+      h2d_per_token = moved / static_cast<double>(o->tg * o->reps);
+      h2d_gb_per_s = decode_s > 0 ? moved / decode_s / 1e9 : 0;
     }
     if (o->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : rows)
         j.push_back({{"model", model.info().architecture}, {"size_bytes", bytes}, {"params", params},
                      {"device_map", map_desc}, {"test", r.test}, {"t_s_mean", r.tps.mean}, {"t_s_sd", r.tps.sd},
-                     {"repetitions", o->reps}, {"dtype", std::string(dtype_name(lm.dtype))}});
+                     {"repetitions", o->reps}, {"dtype", std::string(dtype_name(lm.dtype))},
+                     {"prefetch", o->flags.prefetch}, {"weights_bytes", bytes},
+                     {"streamed_bytes_per_token", lm.streamed_bytes_per_forward}});
+      for (auto& row : j)
+        if (row["test"].get<std::string>().rfind("tg", 0) == 0) {
+          row["h2d_bytes_per_token"] = h2d_per_token;
+          row["h2d_gb_per_s"] = h2d_gb_per_s;
+        }
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
@@ -105,6 +123,9 @@ void add_bench_command(CLI::App& app) {
                        fmt::format("{:.2f} B", params / 1e9), map_desc, r.test,
                        fmt::format("{:.2f} ± {:.2f}", r.tps.mean, r.tps.sd)});
     print_table(stdout, table);
+    if (h2d_per_token > 0)
+      std::printf("host→device during tg: %s per token, %.2f GB/s\n",
+                  format_bytes(static_cast<int64_t>(h2d_per_token)).c_str(), h2d_gb_per_s);
   });
 }
 

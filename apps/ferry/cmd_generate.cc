@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/text/generate.h"
 #include "run_model.h"
@@ -41,7 +42,8 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   return o;
 }
 
-void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::uint64_t read_bytes_before) {
+void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::uint64_t read_bytes_before,
+                 const H2dTraffic& h2d) {
   const auto& t = r.timings;
   std::fprintf(stderr, "\n\nload %.2f s | prefill %zu tokens, %.2f tok/s | decode %zu tokens, %.2f tok/s | stop: %s\n",
                lm.load_seconds, t.prompt_tokens, t.prefill_tokens_per_second(), t.generated_tokens,
@@ -61,9 +63,10 @@ void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::uint
                  format_bytes(lm.streamed_bytes_per_forward * static_cast<int64_t>(forwards)).c_str(), forwards);
   if (const std::string io = disk_io_line(lm, forwards, read_bytes_before); !io.empty())
     std::fprintf(stderr, "  %s\n", io.c_str());
+  if (const std::string line = h2d_line(h2d); !line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
 }
 
-nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r) {
+nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r, const H2dTraffic& h2d) {
   nlohmann::json j;
   j["prompt_ids"] = r.prompt_ids;
   j["generated_ids"] = r.generated_ids;
@@ -81,6 +84,7 @@ nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r)
     j["disk_io"] = {{"bytes_read", s.bytes_read}, {"read_s", s.read_seconds}, {"wait_s", s.wait_seconds},
                     {"io_uring", s.io_uring}, {"o_direct", s.direct}, {"staging_peak", s.pool_peak + s.overflow_peak}};
   }
+  j["h2d"] = {{"bytes", h2d.bytes}, {"bytes_per_forward", h2d.bytes_per_forward}, {"gb_per_s", h2d.gb_per_s}};
   if (!r.step_logits.empty()) j["logits"] = r.step_logits;
   return j;
 }
@@ -97,6 +101,7 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
   };
   text::GenerateResult r;
   const std::uint64_t read_bytes_before = process_disk_read_bytes();
+  const std::uint64_t h2d_before = transfer_stats().host_to_device;
   if (!f.prompt_ids.empty()) {
     std::vector<text::TokenId> ids;
     for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
@@ -106,10 +111,12 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     if (!f.json) std::printf("%s", prompt.c_str());
     r = text::generate(*lm.model, *tok, prompt, o, stream);
   }
+  const std::size_t forwards = 1 + (r.timings.generated_tokens > 0 ? r.timings.generated_tokens - 1 : 0);
+  const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, r.timings.prefill_seconds + r.timings.decode_seconds);
   if (f.json) {
-    std::printf("%s\n", result_json(lm, r).dump().c_str());
+    std::printf("%s\n", result_json(lm, r, h2d).dump().c_str());
   } else {
-    print_stats(lm, r, read_bytes_before);
+    print_stats(lm, r, read_bytes_before, h2d);
   }
 }
 

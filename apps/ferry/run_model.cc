@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ferry/big_modeling/module_sizes.h"
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/models/config.h"
 
@@ -113,6 +114,21 @@ std::string disk_io_line(const LoadedModel& lm, std::size_t forwards, std::uint6
   if (s.read_seconds > 0) line += fmt::format(", {:.2f} GB/s while reading", s.bytes_read / s.read_seconds / 1e9);
   line += fmt::format(", staging peak {}", format_bytes(static_cast<int64_t>(s.pool_peak + s.overflow_peak)));
   return line;
+}
+
+H2dTraffic h2d_traffic(std::uint64_t h2d_before, std::size_t forwards, double seconds) {
+  H2dTraffic t;
+  const std::uint64_t now = transfer_stats().host_to_device;
+  t.bytes = now > h2d_before ? now - h2d_before : 0;
+  t.bytes_per_forward = static_cast<double>(t.bytes) / static_cast<double>(std::max<std::size_t>(forwards, 1));
+  t.gb_per_s = seconds > 0 ? static_cast<double>(t.bytes) / seconds / 1e9 : 0;
+  return t;
+}
+
+std::string h2d_line(const H2dTraffic& t) {
+  if (t.bytes == 0) return "";
+  return fmt::format("host→device: {} per forward, {:.2f} GB/s", format_bytes(static_cast<int64_t>(t.bytes_per_forward)),
+                     t.gb_per_s);
 }
 
 }  // namespace ferry::cli

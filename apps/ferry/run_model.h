@@ -34,6 +34,16 @@ std::uint64_t process_disk_read_bytes();
 /// process_disk_read_bytes() before the run). `forwards`: the forwards of this run.
 std::string disk_io_line(const LoadedModel& lm, std::size_t forwards, std::uint64_t read_bytes_before);
 
+/// Host→device traffic since `h2d_before` (transfer_stats().host_to_device then) over `forwards` forwards taking
+/// `seconds`: bytes per forward and GB/s. Empty when nothing crossed (cpu runs).
+struct H2dTraffic {
+  std::uint64_t bytes = 0;
+  double bytes_per_forward = 0, gb_per_s = 0;
+};
+H2dTraffic h2d_traffic(std::uint64_t h2d_before, std::size_t forwards, double seconds);
+/// "host→device: 1.02 GiB per forward, 41.3 GB/s", or "" when nothing crossed.
+std::string h2d_line(const H2dTraffic& t);
+
 /// Plans, prints the plan to `log` (nullptr: nothing), loads. Throws ferry::Error with what to do.
 LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log);
 

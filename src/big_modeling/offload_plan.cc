@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
-#include <optional>
 #include <vector>
 
 #include "ferry/big_modeling/max_memory.h"
@@ -49,25 +47,23 @@ std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int
 
 std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
   if (prefetch <= 0) return 0;
-  std::optional<Device> main;
-  for (Device d : map.devices())
-    if (d.is_accelerator()) {
-      main = d;
-      break;
+  const std::vector<Device> devices = map.devices();
+  if (std::none_of(devices.begin(), devices.end(), [](Device d) { return d.is_accelerator(); })) return 0;
+  // What each offloading hook loads at once: a module's own cpu- or disk-placed tensors (attach.cc puts one hook on
+  // every module with tensors of its own). The prefetcher keeps `prefetch` of them on the device ahead of use.
+  std::vector<std::size_t> loads;
+  for (const auto& [prefix, module] : model.named_modules()) {
+    std::size_t own = 0;
+    for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
+      const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
+      if (d && (d->is_cpu() || d->is_disk())) own += t.nbytes();
     }
-  if (!main) return 0;
-  std::map<std::string, std::size_t> entry_bytes;  // offloaded entry -> its bytes
-  for (const auto& [name, t] : model.state_dict()) {
-    for (const auto& [entry, d] : map) {
-      if ((d.is_cpu() || d.is_disk()) && module_covers(entry, name)) {
-        entry_bytes[entry] += t.nbytes();
-        break;
-      }
-    }
+    if (own > 0) loads.push_back(own);
   }
-  std::size_t largest = 0;
-  for (const auto& [entry, bytes] : entry_bytes) largest = std::max(largest, bytes);
-  return largest * static_cast<std::size_t>(prefetch);
+  std::sort(loads.begin(), loads.end(), std::greater<>());
+  std::size_t ahead = 0;
+  for (std::size_t i = 0; i < loads.size() && i < static_cast<std::size_t>(prefetch); ++i) ahead += loads[i];
+  return ahead;
 }
 
 OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested,

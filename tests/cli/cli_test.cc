@@ -348,6 +348,37 @@ TEST_F(FerryCli, BenchJson) {
   EXPECT_EQ(j[0]["test"], "pp8");
   EXPECT_EQ(j[1]["test"], "tg4");
   EXPECT_GT(j[1]["t_s_mean"].get<double>(), 0.0);
+  EXPECT_EQ(j[1]["h2d_bytes_per_token"].get<double>(), 0.0);  // all on cpu: nothing crosses to a device
+}
+
+// An accelerator with most layers offloaded to cpu (a virtual one here: host memory posing as a GPU, enabled by
+// FERRY_VIRTUAL_DEVICES): the weights stream host→device every forward, and generate and bench report how much.
+TEST_F(FerryCli, OffloadToAnAcceleratorReportsHostToDeviceTraffic) {
+  const std::string env = "FERRY_VIRTUAL_DEVICES=1:1073741824";
+  const std::string budget = " --max-memory virt:0=2500KB,cpu=1GB";
+  CliRun resident = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
+  ASSERT_EQ(resident.code, 0) << resident.err;
+  for (const char* prefetch : {"0", "2"}) {
+    CliRun r = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --prefetch " + prefetch + budget,
+                     env);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["generated_ids"], nlohmann::json::parse(resident.out)["generated_ids"]);
+    EXPECT_NE(j["device_map"].dump().find("virt:0"), std::string::npos) << j["device_map"].dump();
+    EXPECT_GT(j["h2d"]["bytes_per_forward"].get<double>(), 0.0);
+  }
+  CliRun text = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 3" + budget, env);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_CONTAINS(text.err, "host→device: ");
+  EXPECT_CONTAINS(text.err, "GB/s");
+  CliRun plan = ferry("plan " + model_.string() + budget, env);
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_CONTAINS(plan.out, "prefetched weights");
+  CliRun bench = ferry("bench -m " + model_.string() + " -p 0 -n 3 -r 1 --json" + budget, env);
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  const auto b = nlohmann::json::parse(bench.out);
+  EXPECT_GT(b[0]["h2d_bytes_per_token"].get<double>(), 0.0);
+  EXPECT_GT(b[0]["h2d_gb_per_s"].get<double>(), 0.0);
 }
 
 }  // namespace

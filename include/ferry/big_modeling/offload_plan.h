@@ -21,8 +21,9 @@ namespace ferry {
 std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
 
 /// Device memory the weights copied ahead need on the accelerator that runs `map`'s offloaded (cpu- and
-/// disk-placed) entries: prefetch × the largest such entry (big_modeling/device_staging.h). 0 when the map has no
-/// accelerator, nothing offloaded, or prefetch is 0. Reserved on that device by plan_with_offload_io.
+/// disk-placed) modules: the `prefetch` largest loads of one hook (a module's own offloaded tensors), which the
+/// prefetcher keeps on the device ahead of use (big_modeling/device_staging.h). 0 when the map has no accelerator,
+/// nothing offloaded, or prefetch is 0. Reserved on that device by plan_with_offload_io.
 std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
 
 /// Bytes of the tensors `map` puts on disk.
