@@ -7,6 +7,11 @@ if(NOT FERRY_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # A100 (sm_80) and H100/H200 (sm_90) machine code, plus sm_90 PTX that newer GPUs compile at load time. Set
+    # before enable_language, which would otherwise pick the compiler's default (sm_75 for nvcc 13).
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual")
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     # CMake 3.25 does not know nvcc 13's C++20 dialect flag: tell it.
@@ -14,10 +19,6 @@ if(NOT FERRY_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     set(CMAKE_CUDA_STANDARD 20)
     string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr")
-    # A100 (sm_80) and H100/H200 (sm_90) machine code, plus sm_90 PTX that newer GPUs compile at load time.
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-      set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual")
-    endif()
     set(FERRY_HAVE_CUDA ON)
   elseif(FERRY_CUDA STREQUAL "ON")
     message(FATAL_ERROR "FERRY_CUDA=ON but no CUDA compiler was found (looked for /usr/local/cuda/bin/nvcc)")

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ferry/big_modeling/module_sizes.h"
+#include "ferry/big_modeling/offload_plan.h"
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/models/config.h"
@@ -73,8 +74,8 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   o.device_map = out.plan.device_map;
   o.offload_io = out.plan.offload.io;
   if (out.plan.offload.io == io::OffloadIo::Direct && out.plan.offload.staging_bytes > 0) {
-    out.staged_reader =
-        std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = out.plan.offload.staging_bytes});
+    io::StagedReaderOptions ro{.pool_bytes = out.plan.offload.staging_bytes};
+    out.staged_reader = std::make_shared<io::StagedReader>(main.is_cuda() ? pinned_staging(std::move(ro)) : std::move(ro));
     o.staged_reader = out.staged_reader;
   }
   o.dtype = out.dtype;

@@ -105,7 +105,8 @@ nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload
   }
   const Device exec = default_execution_device(model, execution_device);
   auto weights = std::make_shared<io::OffloadedWeightsLoader>(io::StateDict{}, offload_dir, index);
-  weights->set_staged_reader(staged_reader_for(model, DeviceMap{{"", Device::disk()}}, offload_io, prefetch));
+  weights->set_staged_reader(staged_reader_for(model, DeviceMap{{"", Device::disk()}}, offload_io, prefetch, 0,
+                                               /*pinned=*/exec.is_cuda()));
   attach_whole_model(model, exec, offload_buffers, std::move(weights), preload_module_classes, std::move(prefetcher));
   return model;
 }

@@ -153,7 +153,8 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
     // Disk reads: page-cache views, or O_DIRECT into a staging pool when RAM cannot cache the disk part.
     std::shared_ptr<io::StagedReader> reader = options.staged_reader;
     if (!reader && has_disk)
-      reader = staged_reader_for(model, device_map, options.offload_io, options.prefetch, options.staging_bytes);
+      reader = staged_reader_for(model, device_map, options.offload_io, options.prefetch, options.staging_bytes,
+                                 /*pinned=*/main.is_cuda());
     if (has_disk) loader->set_staged_reader(std::move(reader));
     weights_map = std::move(loader);
   }

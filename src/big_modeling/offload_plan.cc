@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/max_memory.h"
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 
@@ -76,12 +77,19 @@ OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map
   return out;
 }
 
+io::StagedReaderOptions pinned_staging(io::StagedReaderOptions options) {
+  options.allocate = [](std::size_t n) { return pinned_host_alloc(n); };
+  options.release = [](void* p, std::size_t) { pinned_host_free(p); };
+  return options;
+}
+
 std::shared_ptr<io::StagedReader> staged_reader_for(const nn::Module& model, const DeviceMap& map,
-                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes) {
+                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes,
+                                                    bool pinned) {
   const OffloadIoChoice c = resolve_offload_io(model, map, requested, prefetch);
   if (c.io != io::OffloadIo::Direct) return nullptr;
-  return std::make_shared<io::StagedReader>(
-      io::StagedReaderOptions{.pool_bytes = staging_bytes ? staging_bytes : c.staging_bytes});
+  io::StagedReaderOptions options{.pool_bytes = staging_bytes ? staging_bytes : c.staging_bytes};
+  return std::make_shared<io::StagedReader>(pinned ? pinned_staging(std::move(options)) : std::move(options));
 }
 
 OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options,

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include "ferry/core/error.h"
 
@@ -128,7 +129,39 @@ void synchronize(Device device) {
 std::shared_ptr<Storage> allocate_pinned_host(std::size_t nbytes) {
   if (auto cuda = find_backend(Device::Kind::CUDA); cuda && cuda->device_count() > 0)
     if (auto s = cuda->allocate_pinned_host(nbytes)) return s;
-  return Storage::allocate(Device::cpu(), nbytes);
+  return Storage::adopt(Device::cpu(), aligned_host_alloc(nbytes, 4096), nbytes, aligned_host_free);
+}
+
+namespace {
+struct PinnedBlocks {
+  std::mutex mu;
+  std::unordered_map<void*, std::shared_ptr<Storage>> live;
+};
+PinnedBlocks& pinned_blocks() {
+  static auto* p = new PinnedBlocks;
+  return *p;
+}
+}  // namespace
+
+void* pinned_host_alloc(std::size_t nbytes) {
+  auto s = allocate_pinned_host(nbytes);
+  void* p = s->data();
+  auto& b = pinned_blocks();
+  std::lock_guard lock(b.mu);
+  b.live.emplace(p, std::move(s));
+  return p;
+}
+
+void pinned_host_free(void* p) noexcept {
+  std::shared_ptr<Storage> s;
+  auto& b = pinned_blocks();
+  {
+    std::lock_guard lock(b.mu);
+    auto it = b.live.find(p);
+    if (it == b.live.end()) return;
+    s = std::move(it->second);
+    b.live.erase(it);
+  }
 }
 
 TransferStats transfer_stats() { return {g_h2d.load(), g_d2h.load(), g_d2d.load()}; }

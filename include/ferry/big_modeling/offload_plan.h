@@ -40,9 +40,15 @@ struct OffloadIoChoice {
 OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested, int prefetch);
 
 /// The reader for `map`'s disk part when resolve_offload_io says Direct (its pool `staging_bytes`, or the choice's
-/// when 0), else null. dispatch_model and disk_offload decide with it, as the plan does.
+/// when 0), else null. dispatch_model and disk_offload decide with it, as the plan does. `pinned`: the staging
+/// memory is page-locked (pinned_host_alloc), so a GPU copies the weights out of it by DMA — for a CUDA execution
+/// device.
 std::shared_ptr<io::StagedReader> staged_reader_for(const nn::Module& model, const DeviceMap& map,
-                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes = 0);
+                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes = 0,
+                                                    bool pinned = false);
+
+/// Reader options whose staging memory is pinned (pinned_host_alloc / pinned_host_free).
+io::StagedReaderOptions pinned_staging(io::StagedReaderOptions options);
 
 struct OffloadPlan {
   DeviceMap device_map;

@@ -86,8 +86,13 @@ std::shared_ptr<CopyEvent> copy_bytes_async(void* dst, Device dst_device, const 
 /// Waits for the work queued on `device` (no-op for host devices). torch.cuda.synchronize(device).
 void synchronize(Device device);
 /// `nbytes` of host memory on cpu that a GPU copies from at full speed (pinned) when the CUDA backend is present
-/// with a device, else ordinary aligned host memory. Counted against cpu.
+/// with a device, else ordinary host memory; 4096-byte aligned either way (O_DIRECT reads may land in it).
+/// Counted against cpu.
 std::shared_ptr<Storage> allocate_pinned_host(std::size_t nbytes);
+/// allocate_pinned_host as a raw pointer, for allocators that take function pairs (io::StagedReaderOptions).
+/// pinned_host_free takes only pointers from pinned_host_alloc (others are ignored).
+void* pinned_host_alloc(std::size_t nbytes);
+void pinned_host_free(void* p) noexcept;
 
 /// Bytes moved between host and accelerators since the start (or the last reset): what the CLI reports per token.
 struct TransferStats {
