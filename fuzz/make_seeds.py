@@ -112,6 +112,25 @@ def safetensors():
     return struct.pack("<Q", len(text)) + text + bytes(range(20))
 
 
+def gguf():
+    """A small GGUF v3: string, u32, bool and string-array metadata; an f32 [2, 3] and a q8_0 [32] tensor."""
+    def gstr(t):
+        b = t.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    kv = gstr("general.architecture") + struct.pack("<I", 8) + gstr("llama")
+    kv += gstr("llama.block_count") + struct.pack("<II", 4, 2)
+    kv += gstr("t.flag") + struct.pack("<IB", 7, 1)
+    kv += gstr("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 2) + gstr("a") + gstr("b")
+    q8 = struct.pack("<H", 0x3400) + bytes((i - 16) & 0xFF for i in range(32))  # d = 0.25
+    infos = gstr("w") + struct.pack("<IQQIQ", 2, 3, 2, 0, 0)
+    infos += gstr("q") + struct.pack("<IQIQ", 1, 32, 8, 32)
+    head = b"GGUF" + struct.pack("<IQQ", 3, 2, 4) + kv + infos
+    head += bytes((32 - len(head) % 32) % 32)
+    data = struct.pack("<6f", 1, 2, 3, 4, 5, 6) + bytes(8) + q8
+    return head + data
+
+
 def write(target, name, data):
     folder = os.path.join(HERE, "corpus", target)
     os.makedirs(folder, exist_ok=True)
@@ -125,6 +144,7 @@ def main():
     write("fuzz_torch_bin", "state_dict.bin", torch_bin(pkl))
     write("fuzz_zip_directory", "state_dict.bin", torch_bin(pkl))
     write("fuzz_safetensors_header", "small.safetensors", safetensors())
+    write("fuzz_gguf", "small.gguf", gguf())
     write("fuzz_checkpoint_index", "index.json", json.dumps(
         {"metadata": {"total_size": 20},
          "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}},
