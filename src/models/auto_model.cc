@@ -15,10 +15,12 @@
 #include "ferry/big_modeling/offload_plan.h"
 #include "ferry/big_modeling/resident_weights.h"
 #include "ferry/io/checkpoint.h"
+#include "ferry/models/gguf_model.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
 #include "ferry/nn/empty_weights.h"
+#include "ferry/nn/module_tensors.h"
 #include "ferry/nn/tied.h"
 #include "resident_loading.h"
 
@@ -129,6 +131,58 @@ io::OffloadIo load_and_dispatch(CausalLM& model, const std::filesystem::path& fo
   return options.staged_reader && has_disk ? io::OffloadIo::Direct : io.io;
 }
 
+// A GGUF file: config and HF-named tensors from gguf_model.h, loaded resident on cpu; a device map other than cpu
+// is then planned over the loaded model and dispatched (cpu and disk parts offloaded from its state dict).
+std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const FromPretrainedOptions& options) {
+  const io::GgufFile file = io::GgufFile::open(path);
+  const ConfigJson config = gguf_config(file);
+  const DType dtype = options.dtype.value_or(gguf_default_dtype(file));
+  std::shared_ptr<CausalLM> model;
+  {
+    auto guard = nn::init_empty_weights();
+    model = AutoModelForCausalLM::from_config(config, dtype);
+  }
+  const io::StateDict tensors = gguf_state_dict(file, config, dtype);
+  std::vector<std::string> unexpected;
+  std::set<std::string> wanted;
+  for (const auto& [name, t] : model->state_dict()) wanted.insert(name);
+  for (const auto& [name, t] : tensors) {
+    if (!wanted.count(name)) {
+      unexpected.push_back(name);
+      continue;
+    }
+    nn::set_module_tensor_to_device(*model, name, Device::cpu(), t);
+  }
+  std::vector<std::string> missing;
+  for (const auto& [name, t] : model->state_dict())
+    if (t.is_meta() && name.find("rotary_emb") == std::string::npos) missing.push_back(name);
+  if (!missing.empty())
+    throw Error("the GGUF file lacks " + std::to_string(missing.size()) + " tensor(s) " + model->type_name() +
+                    " needs: " + list_for_error(missing),
+                path.string(), "is it a complete text model? (ferry reads llama and qwen2 GGUF files)");
+  if (!unexpected.empty())
+    log_warning("{}: {} tensor(s) are not used by {}: {}", path.string(), unexpected.size(), model->type_name(),
+                list_for_error(unexpected));
+  if (is_resident_cpu_map(options.device_map)) return model;
+  DeviceMap map;
+  if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
+    PlanOptions plan;
+    plan.max_memory = options.max_memory;
+    plan.no_split_module_classes = options.no_split_module_classes;
+    if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {model->info().block_class};
+    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan, io::OffloadIo::Mmap, options.prefetch)
+              .device_map;
+  } else {
+    map = std::get<DeviceMap>(options.device_map);
+  }
+  DispatchOptions dispatch;
+  if (!options.offload_folder.empty()) dispatch.offload_dir = options.offload_folder;
+  dispatch.skip_keys = {"past_key_values"};
+  dispatch.prefetch = options.prefetch;
+  dispatch_model(*model, map, dispatch);
+  return model;
+}
+
 }  // namespace
 
 std::vector<std::string> supported_architectures() {
@@ -180,6 +234,7 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_config(const ConfigJson& co
 
 std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::filesystem::path& folder,
                                                                 const FromPretrainedOptions& options) {
+  if (is_gguf_file(folder)) return from_gguf(folder, options);
   // Everything that can be checked without reading weights is checked first.
   const ConfigJson config = ConfigJson::read(folder);
   const DType dtype = resolve_dtype(config, options.dtype);

@@ -1,0 +1,45 @@
+// GGUF files (llama.cpp's format, io/gguf.h) as the same ferry modules a Hugging Face folder gives: the config
+// from the GGUF metadata, llama.cpp's tensor names mapped back to HF's, and Llama's q/k rows put back into HF's
+// rotate-half order (llama.cpp's converter interleaves them). transformers does the same in
+// modeling_gguf_pytorch_utils.load_gguf_checkpoint (`from_pretrained(..., gguf_file=...)`).
+//
+//   auto model = AutoModelForCausalLM::from_pretrained("SmolLM2-135M.Q8_0.gguf");   // detected by the magic
+//
+// Architectures: llama (Llama, and Mistral as llama.cpp writes it) and qwen2. Quantized tensors are dequantized at
+// load (exactly, into f32, unless a dtype is asked for), so a Q4 file takes f32 memory for now: the fused
+// quantized kernels are the next step of issue 16. What ferry cannot load faithfully is refused by name (llama 3
+// rope factors, YaRN scaling, partial rotary dims) rather than computed wrongly.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ferry/core/dtype.h"
+#include "ferry/io/gguf.h"
+#include "ferry/io/state_dict.h"
+#include "ferry/models/config.h"
+
+namespace ferry::models {
+
+/// Whether `path` is a regular file that starts with the GGUF magic.
+bool is_gguf_file(const std::filesystem::path& path);
+
+/// The config.json the metadata describes (architectures, sizes, heads, eps, rope, tie_word_embeddings, biases).
+/// Throws ferry::Error naming the file and key for an unsupported architecture or a missing / unsupported setting.
+ConfigJson gguf_config(const io::GgufFile& file);
+
+/// The HF name of a llama.cpp tensor name ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"),
+/// or nullopt for names with no counterpart.
+std::optional<std::string> hf_tensor_name(std::string_view gguf_name);
+
+/// The dtype a GGUF's weights load as by default: the type of its first attention projection when that is f32, f16
+/// or bf16, else f32 (quantized weights dequantize exactly into f32).
+DType gguf_default_dtype(const io::GgufFile& file);
+
+/// Every tensor of `file` under its HF name, converted to `dtype` (float tensors), with Llama's q/k rows back in
+/// HF order. Throws for tensors without an HF name and types ferry cannot dequantize (naming them).
+io::StateDict gguf_state_dict(const io::GgufFile& file, const ConfigJson& config, DType dtype);
+
+}  // namespace ferry::models

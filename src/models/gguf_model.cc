@@ -1,0 +1,157 @@
+// GGUF -> HF config, names and tensors (see include/ferry/models/gguf_model.h).
+#include "ferry/models/gguf_model.h"
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include "ferry/core/error.h"
+
+namespace ferry::models {
+namespace {
+
+// llama.cpp's per-block tensor names (gguf-py constants.py MODEL_TENSOR) and their HF counterparts.
+constexpr std::pair<std::string_view, std::string_view> kBlockNames[] = {
+    {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},  {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"},
+    {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+std::string arch_of(const io::GgufFile& f) { return f.require_string("general.architecture"); }
+
+[[noreturn]] void unsupported(const io::GgufFile& f, const std::string& key, const std::string& problem,
+                              const std::string& hint) {
+  throw Error(problem, f.where() + ": " + key, hint);
+}
+
+// llama.cpp's converter stores q/k rows of each head as (D/2, 2) pairs; HF as (2, D/2) halves. Row h·D + 2i + j of
+// the file is row h·D + j·D/2 + i of HF's weight (or bias).
+Tensor unpermute_rows(const Tensor& t, int64_t heads) {
+  const int64_t rows = t.size(0);
+  if (heads <= 0 || rows % heads != 0 || (rows / heads) % 2 != 0)
+    throw Error("cannot undo llama.cpp's q/k row order: " + std::to_string(rows) + " rows for " +
+                std::to_string(heads) + " heads");
+  const int64_t D = rows / heads, half = D / 2;
+  const std::size_t row_bytes = t.nbytes() / static_cast<std::size_t>(rows);
+  Tensor out = Tensor::empty(t.shape(), t.dtype());
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        std::memcpy(dst + static_cast<std::size_t>(h * D + j * half + i) * row_bytes,
+                    src + static_cast<std::size_t>(h * D + 2 * i + j) * row_bytes, row_bytes);
+  return out;
+}
+
+}  // namespace
+
+bool is_gguf_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+std::optional<std::string> hf_tensor_name(std::string_view name) {
+  static const std::regex block(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
+  const std::string s(name);
+  if (s == "token_embd.weight") return "model.embed_tokens.weight";
+  if (s == "output_norm.weight") return "model.norm.weight";
+  if (s == "output.weight") return "lm_head.weight";
+  std::smatch m;
+  if (!std::regex_match(s, m, block)) return std::nullopt;
+  for (const auto& [gguf, hf] : kBlockNames)
+    if (m[2].str() == gguf) return "model.layers." + m[1].str() + "." + std::string(hf) + "." + m[3].str();
+  return std::nullopt;
+}
+
+ConfigJson gguf_config(const io::GgufFile& f) {
+  const std::string arch = arch_of(f);
+  if (arch != "llama" && arch != "qwen2")
+    unsupported(f, "general.architecture", "GGUF architecture \"" + arch + "\" is not supported",
+                "ferry reads llama (Llama, Mistral) and qwen2 GGUF files; use the Hugging Face folder instead");
+  const std::string p = arch + ".";
+  nlohmann::json c;
+  c["architectures"] = {arch == "llama" ? "LlamaForCausalLM" : "Qwen2ForCausalLM"};
+  c["model_type"] = arch;
+  const int64_t hidden = f.require_int(p + "embedding_length");
+  const int64_t heads = f.require_int(p + "attention.head_count");
+  c["hidden_size"] = hidden;
+  c["intermediate_size"] = f.require_int(p + "feed_forward_length");
+  c["num_hidden_layers"] = f.require_int(p + "block_count");
+  c["num_attention_heads"] = heads;
+  c["num_key_value_heads"] = f.get_int(p + "attention.head_count_kv").value_or(heads);
+  c["max_position_embeddings"] = f.get_int(p + "context_length").value_or(2048);
+  if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
+  c["rope_theta"] = f.get_float(p + "rope.freq_base").value_or(10000.0);
+  const int64_t head_dim = f.get_int(p + "attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
+  c["head_dim"] = head_dim;
+  if (auto rot = f.get_int(p + "rope.dimension_count"); rot && *rot != head_dim)
+    unsupported(f, p + "rope.dimension_count",
+                "partial rotary embeddings (" + std::to_string(*rot) + " of head_dim " + std::to_string(head_dim) +
+                    ") are not supported for " + arch,
+                "use the Hugging Face folder instead");
+  if (f.find_tensor("rope_freqs.weight"))
+    unsupported(f, "rope_freqs.weight", "llama 3 rope frequency factors are not supported yet for GGUF files",
+                "use the Hugging Face folder (config.json's rope_scaling) instead");
+  if (auto type = f.get_string(p + "rope.scaling.type"); type && *type != "none") {
+    if (*type != "linear")
+      unsupported(f, p + "rope.scaling.type", "rope scaling \"" + *type + "\" is not supported for GGUF files",
+                  "use the Hugging Face folder instead");
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", f.get_float(p + "rope.scaling.factor").value_or(1.0)}};
+  }
+  const io::GgufTensorInfo& embed = f.tensor_info("token_embd.weight");
+  if (embed.dims.size() != 2) unsupported(f, "token_embd.weight", "must be 2-D", "");
+  c["vocab_size"] = static_cast<int64_t>(embed.dims[1]);
+  c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
+  if (arch == "llama") {
+    c["attention_bias"] = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c["mlp_bias"] = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
+  } else {
+    c["use_sliding_window"] = false;
+  }
+  return ConfigJson::from_json(std::move(c), f.where());
+}
+
+DType gguf_default_dtype(const io::GgufFile& f) {
+  const io::GgufTensorInfo* q = f.find_tensor("blk.0.attn_q.weight");
+  if (!q) q = &f.tensor_info("token_embd.weight");
+  switch (q->type) {
+    case GgmlType::F16: return DType::F16;
+    case GgmlType::BF16: return DType::BF16;
+    default: return DType::F32;
+  }
+}
+
+io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config, DType dtype) {
+  const bool llama = arch_of(f) == "llama";
+  const int64_t heads = config.require_int("num_attention_heads");
+  const int64_t kv_heads = config.get_int("num_key_value_heads", heads);
+  io::StateDict out;
+  std::vector<std::string> unknown;
+  for (const auto& info : f.tensors()) {
+    const auto hf = hf_tensor_name(info.name);
+    if (!hf) {
+      unknown.push_back(info.name);
+      continue;
+    }
+    Tensor t;
+    try {
+      t = f.tensor(info.name);
+    } catch (const Error& e) {
+      throw e.with_context(*hf);
+    }
+    if (llama && hf->find(".self_attn.q_proj.") != std::string::npos) t = unpermute_rows(t, heads);
+    if (llama && hf->find(".self_attn.k_proj.") != std::string::npos) t = unpermute_rows(t, kv_heads);
+    out.set(*hf, is_floating_point(t.dtype()) ? t.to(dtype) : t);
+  }
+  if (!unknown.empty())
+    throw Error("tensors with no Hugging Face counterpart: " + list_for_error(unknown), f.where(),
+                "the file holds more than a " + arch_of(f) + " text model (ferry reads the text model only)");
+  return out;
+}
+
+}  // namespace ferry::models

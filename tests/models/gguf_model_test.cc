@@ -1,0 +1,108 @@
+// GGUF files as models: random Hugging Face folders converted by llama.cpp's own convert_hf_to_gguf.py
+// (tests/reference/gguf_convert.py) must load into the same modules and compute the same logits as the folder —
+// bit-identical for f32 and f16 files, within the quantization error for q8_0 — for Llama (q/k rows un-permuted,
+// GQA) and Qwen2 (biases, tied head). Skipped without the reference venv (scripts/venv).
+#include "ferry/models/gguf_model.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "ferry/models/auto_model.h"
+#include "ferry/nn/init.h"
+#include "ferry/nn/module_tensors.h"
+#include "support/error_of.h"
+#include "support/hf_folder.h"
+
+namespace ferry::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+Tensor prompt() { return Tensor::from_vector(std::vector<int64_t>{3, 14, 15, 92, 65, 35, 89, 7}, {8}); }
+
+TEST(GgufNames, LlamaCppNamesMapToHuggingFaceNames) {
+  EXPECT_EQ(hf_tensor_name("token_embd.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(hf_tensor_name("output_norm.weight"), "model.norm.weight");
+  EXPECT_EQ(hf_tensor_name("output.weight"), "lm_head.weight");
+  EXPECT_EQ(hf_tensor_name("blk.12.attn_q.weight"), "model.layers.12.self_attn.q_proj.weight");
+  EXPECT_EQ(hf_tensor_name("blk.0.attn_k.bias"), "model.layers.0.self_attn.k_proj.bias");
+  EXPECT_EQ(hf_tensor_name("blk.3.attn_output.weight"), "model.layers.3.self_attn.o_proj.weight");
+  EXPECT_EQ(hf_tensor_name("blk.3.ffn_norm.weight"), "model.layers.3.post_attention_layernorm.weight");
+  EXPECT_EQ(hf_tensor_name("blk.3.ffn_down.weight"), "model.layers.3.mlp.down_proj.weight");
+  EXPECT_EQ(hf_tensor_name("blk.3.attn_norm.weight"), "model.layers.3.input_layernorm.weight");
+  EXPECT_EQ(hf_tensor_name("rope_freqs.weight"), std::nullopt);
+  EXPECT_EQ(hf_tensor_name("blk.x.attn_q.weight"), std::nullopt);
+  EXPECT_FALSE(is_gguf_file(FERRY_SOURCE_DIR "/README.md"));
+}
+
+class GgufOracle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    python_ = test::reference_python(FERRY_SOURCE_DIR);
+    converter_ = fs::path(FERRY_SOURCE_DIR) / ".venv" / "src" / "llama.cpp";
+    if (const char* dir = std::getenv("FERRY_LLAMA_CPP_CONVERTER")) converter_ = dir;
+    if (!python_ || !fs::exists(converter_ / "convert_hf_to_gguf.py"))
+      GTEST_SKIP() << "no reference venv with llama.cpp's converter (scripts/venv)";
+  }
+  fs::path convert(const fs::path& folder, const std::string& outtype) {
+    const fs::path out = folder.parent_path() / (folder.filename().string() + "." + outtype + ".gguf");
+    const std::string cmd = python_->string() + " " + FERRY_SOURCE_DIR "/tests/reference/gguf_convert.py " +
+                            converter_.string() + " " + folder.string() + " " + out.string() + " " + outtype +
+                            " > " + out.string() + ".log 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return out;
+  }
+  std::optional<fs::path> python_;
+  fs::path converter_;
+};
+
+TEST_F(GgufOracle, LlamaCppConvertedFilesComputeWhatTheFolderComputes) {
+  nlohmann::json qwen2 = test::tiny_qwen2_config();
+  qwen2["use_sliding_window"] = false;  // llama.cpp's qwen2 has no sliding window
+  for (const auto& [name, config] : {std::pair{std::string("llama"), test::tiny_llama_config()},
+                                     std::pair{std::string("qwen2"), qwen2}}) {
+    SCOPED_TRACE(name);
+    test::TempDir root;
+    const fs::path folder = root.path() / name;
+    nn::manual_seed(11);
+    test::write_random_hf_folder(folder, config, DType::F32);
+    auto hf = AutoModelForCausalLM::from_pretrained(folder);
+    const Tensor want = hf->logits(prompt());
+
+    const fs::path f32 = convert(folder, "f32");
+    ASSERT_TRUE(is_gguf_file(f32));
+    auto g = AutoModelForCausalLM::from_pretrained(f32);
+    EXPECT_EQ(g->type_name(), hf->type_name());
+    EXPECT_EQ(test::max_abs_diff(g->logits(prompt()), want), 0.0) << "f32";
+
+    auto hf16 = AutoModelForCausalLM::from_pretrained(folder, {.dtype = DType::F16});
+    auto g16 = AutoModelForCausalLM::from_pretrained(convert(folder, "f16"));
+    EXPECT_EQ(nn::get_module_tensor(*g16, "model.layers.0.self_attn.q_proj.weight").dtype(), DType::F16);
+    EXPECT_EQ(test::max_abs_diff(g16->logits(prompt()), hf16->logits(prompt())), 0.0) << "f16";
+
+    // q8_0: dequantized exactly; the logits move by the quantization error only.
+    auto g8 = AutoModelForCausalLM::from_pretrained(convert(folder, "q8_0"));
+    const double err = test::max_abs_diff(g8->logits(prompt()), want);
+    EXPECT_GT(err, 0.0);
+    EXPECT_LT(err, 0.02 * test::max_abs(want)) << "q8_0";
+  }
+}
+
+TEST_F(GgufOracle, DeviceMapsApplyToGgufModels) {
+  test::TempDir root, offload("ferry-offload");
+  const fs::path folder = root.path() / "llama";
+  nn::manual_seed(12);
+  test::write_random_hf_folder(folder, test::tiny_llama_config(), DType::F32);
+  const fs::path gguf = convert(folder, "f32");
+  auto resident = AutoModelForCausalLM::from_pretrained(gguf);
+  DeviceMap map{{"model.embed_tokens", Device::cpu()}, {"model.layers.0", Device::cpu()},
+                {"model.layers.1", Device::disk()},     {"model.norm", Device::cpu()},
+                {"model.rotary_emb", Device::cpu()},    {"lm_head", Device::disk()}};
+  auto offloaded = AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map, .offload_folder = offload.path()});
+  EXPECT_TRUE(nn::get_module_tensor(*offloaded, "lm_head.weight").is_meta());
+  EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), resident->logits(prompt())), 0.0);
+}
+
+}  // namespace
+}  // namespace ferry::models
