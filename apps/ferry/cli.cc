@@ -13,6 +13,7 @@
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/core/thread_pool.h"
+#include "ferry/models/gguf_model.h"
 #include "ferry/models/config.h"
 
 namespace ferry::cli {
@@ -67,9 +68,11 @@ void ModelFlags::apply() const {
   if (model.empty()) throw Error("no model folder given", "", "pass -m FOLDER (a Hugging Face model folder)");
   if (!std::filesystem::exists(model))
     throw Error("model folder not found", model, "check the path; it must hold config.json and the weights");
+  if (models::is_gguf_file(model)) return;  // a llama.cpp GGUF file (models/gguf_model.h)
   if (!std::filesystem::is_directory(model) || !std::filesystem::exists(std::filesystem::path(model) / "config.json"))
     throw Error("not a model folder: no config.json", model,
-                "point -m at a Hugging Face folder with config.json and *.safetensors or pytorch_model.bin");
+                "point -m at a Hugging Face folder with config.json and *.safetensors or pytorch_model.bin, or at a "
+                ".gguf file");
 }
 
 std::optional<DType> ModelFlags::dtype_value() const {

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
+#include "ferry/models/gguf_model.h"
 #include "ferry/text/generate.h"
 #include "run_model.h"
 
@@ -107,7 +108,10 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
     r = text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
   } else {
-    if (!tok) throw Error("no tokenizer.json in the model folder", f.model.model, "pass token ids with --prompt-ids");
+    if (!tok)
+      throw Error(models::is_gguf_file(f.model.model) ? "ferry does not read GGUF tokenizers yet"
+                                                      : "no tokenizer.json in the model folder",
+                  f.model.model, "pass token ids with --prompt-ids");
     if (!f.json) std::printf("%s", prompt.c_str());
     r = text::generate(*lm.model, *tok, prompt, o, stream);
   }

@@ -1,11 +1,67 @@
 // ferry inspect FOLDER — what a model folder holds, without loading it.
+#include <map>
 #include <memory>
 
 #include "cli.h"
 #include "commands.h"
+#include "ferry/core/error.h"
+#include "ferry/io/gguf.h"
+#include "ferry/models/gguf_model.h"
 #include "ferry/models/model_summary.h"
 
 namespace ferry::cli {
+namespace {
+
+// A GGUF file: header, metadata (arrays by length), the model it describes, and the tensor table in torch order.
+void inspect_gguf(const std::string& path, bool no_tensors) {
+  const io::GgufFile f = io::GgufFile::open(path);
+  std::printf("GGUF file      %s (version %u, alignment %llu)\n", path.c_str(), f.version(),
+              static_cast<unsigned long long>(f.alignment()));
+  int64_t params = 0;
+  uint64_t bytes = 0;
+  std::map<std::string, int64_t> types;
+  for (const auto& t : f.tensors()) {
+    params += t.numel();
+    bytes += t.nbytes;
+    types[std::string(ggml_type_info(t.type).name)] += t.numel();
+  }
+  std::printf("parameters     %lld (%.2f B), %s of tensor data\n", static_cast<long long>(params), params / 1e9,
+              format_bytes(static_cast<int64_t>(bytes)).c_str());
+  std::string stored;
+  for (const auto& [name, n] : types) stored += (stored.empty() ? "" : ", ") + name + " " + std::to_string(n);
+  std::printf("stored types   %s (elements)\n", stored.c_str());
+  try {
+    const models::ConfigJson c = models::gguf_config(f);
+    std::printf("as             %s: %lld layers, hidden %lld, heads %lld (kv %lld), vocab %lld; loads as %s\n",
+                c.architecture().value_or("?").c_str(), static_cast<long long>(c.require_int("num_hidden_layers")),
+                static_cast<long long>(c.require_int("hidden_size")),
+                static_cast<long long>(c.require_int("num_attention_heads")),
+                static_cast<long long>(c.get_int("num_key_value_heads", 0)),
+                static_cast<long long>(c.require_int("vocab_size")),
+                std::string(dtype_name(models::gguf_default_dtype(f))).c_str());
+  } catch (const Error& e) {
+    std::printf("as             (ferry cannot run it: %s)\n", e.what());
+  }
+  std::printf("\n");
+  std::vector<std::vector<std::string>> meta{{"metadata key", "type", "value"}};
+  for (const auto& [key, v] : f.metadata()) {
+    std::string value = v.type == io::GgufValueType::Array
+                            ? std::to_string(v.value.size()) + " × " + std::string(io::gguf_value_type_name(v.element_type))
+                            : v.value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (value.size() > 60) value = value.substr(0, 57) + "...";
+    meta.push_back({key, std::string(io::gguf_value_type_name(v.type)), value});
+  }
+  print_table(stdout, meta);
+  if (no_tensors) return;
+  std::printf("\n");
+  std::vector<std::vector<std::string>> rows{{"tensor", "as", "type", "shape", "bytes"}};
+  for (const auto& t : f.tensors())
+    rows.push_back({t.name, models::hf_tensor_name(t.name).value_or("-"), std::string(ggml_type_info(t.type).name),
+                    shape_str(t.shape()), format_bytes(static_cast<int64_t>(t.nbytes))});
+  print_table(stdout, rows);
+}
+
+}  // namespace
 
 void add_inspect_command(CLI::App& app) {
   struct Opts {
@@ -13,10 +69,11 @@ void add_inspect_command(CLI::App& app) {
     bool no_tensors = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("inspect", "architecture, parameter count, dtype, shards and tensors of a model folder");
-  cmd->add_option("folder", o->folder, "Hugging Face model folder")->required();
+  auto* cmd = app.add_subcommand("inspect", "architecture, parameter count, dtype, shards and tensors of a model folder or GGUF file");
+  cmd->add_option("folder", o->folder, "Hugging Face model folder, or a .gguf file")->required();
   cmd->add_flag("--no-tensors", o->no_tensors, "omit the tensor table");
   cmd->callback([o] {
+    if (models::is_gguf_file(o->folder)) return inspect_gguf(o->folder, o->no_tensors);
     ModelFlags f;
     f.model = o->folder;
     f.apply();

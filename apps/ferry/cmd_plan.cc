@@ -4,17 +4,20 @@
 #include "cli.h"
 #include "commands.h"
 #include "ferry/models/config.h"
+#include "ferry/models/gguf_model.h"
 #include "ferry/nn/empty_weights.h"
 
 namespace ferry::cli {
 
 std::shared_ptr<models::CausalLM> build_skeleton(const std::string& folder, DType dtype) {
-  auto config = models::ConfigJson::read(folder);
+  auto config = models::read_model_config(folder);  // config.json, or a GGUF file's metadata
   auto guard = nn::init_empty_weights();
   return models::AutoModelForCausalLM::from_config(config, dtype);
 }
 
 DType flags_dtype(const ModelFlags& f) {
+  if (models::is_gguf_file(f.model))
+    return f.dtype_value().value_or(models::gguf_default_dtype(io::GgufFile::open(f.model)));
   return models::resolve_dtype(models::ConfigJson::read(f.model), f.dtype_value());
 }
 

@@ -12,6 +12,7 @@
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/models/config.h"
+#include "ferry/models/gguf_model.h"
 
 namespace ferry::cli {
 namespace {
@@ -25,6 +26,11 @@ void add_ids(const nlohmann::json& v, std::vector<text::TokenId>& out) {
 
 std::vector<text::TokenId> eos_ids(const std::string& folder) {
   std::vector<text::TokenId> out;
+  if (models::is_gguf_file(folder)) {  // llama.cpp's key for the end-of-sequence id
+    if (auto id = io::GgufFile::open(folder).get_int("tokenizer.ggml.eos_token_id"))
+      out.push_back(static_cast<text::TokenId>(*id));
+    return out;
+  }
   auto gen = std::filesystem::path(folder) / "generation_config.json";
   if (std::filesystem::exists(gen)) {
     try {

@@ -175,6 +175,11 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   } else {
     map = std::get<DeviceMap>(options.device_map);
   }
+  const bool has_disk = std::any_of(map.begin(), map.end(), [](const auto& e) { return e.second.is_disk(); });
+  if (has_disk && options.offload_folder.empty())
+    throw Error("the plan puts part of this GGUF model on disk, which needs an offload folder", path.string(),
+                "pass --offload-folder DIR (offload_folder): ferry writes the disk part there once (it cannot yet "
+                "serve it from the GGUF file itself)");
   DispatchOptions dispatch;
   if (!options.offload_folder.empty()) dispatch.offload_dir = options.offload_folder;
   dispatch.skip_keys = {"past_key_values"};

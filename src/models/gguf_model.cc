@@ -55,6 +55,11 @@ bool is_gguf_file(const std::filesystem::path& path) {
   return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
+ConfigJson read_model_config(const std::filesystem::path& path) {
+  if (is_gguf_file(path)) return gguf_config(io::GgufFile::open(path));
+  return ConfigJson::read(path);
+}
+
 std::optional<std::string> hf_tensor_name(std::string_view name) {
   static const std::regex block(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
   const std::string s(name);

@@ -351,6 +351,39 @@ TEST_F(FerryCli, BenchJson) {
   EXPECT_EQ(j[1]["h2d_bytes_per_token"].get<double>(), 0.0);  // all on cpu: nothing crosses to a device
 }
 
+// A GGUF file made from the demo folder by llama.cpp's own converter (skipped without the reference venv): inspect,
+// plan and generate read it, and it generates the ids the folder generates (f32 on both sides).
+TEST_F(FerryCli, GgufFilesWorkLikeFolders) {
+  const fs::path converter = fs::path(FERRY_SOURCE_DIR) / ".venv" / "src" / "llama.cpp";
+  const fs::path python = fs::path(FERRY_SOURCE_DIR) / ".venv" / "bin" / "python";
+  if (!fs::exists(converter / "convert_hf_to_gguf.py") || !fs::exists(python))
+    GTEST_SKIP() << "no reference venv with llama.cpp's converter (scripts/venv)";
+  const fs::path gguf = dir_ / "demo.f32.gguf";
+  const std::string convert = python.string() + " " + FERRY_SOURCE_DIR "/tests/reference/gguf_convert.py " +
+                              converter.string() + " " + model_.string() + " " + gguf.string() + " f32 > /dev/null 2>&1";
+  ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
+  CliRun inspect = ferry("inspect " + gguf.string());
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_CONTAINS(inspect.out, "GGUF file");
+  EXPECT_CONTAINS(inspect.out, "LlamaForCausalLM");
+  EXPECT_CONTAINS(inspect.out, "model.layers.0.self_attn.q_proj.weight");
+  CliRun want = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu --dtype f32");
+  ASSERT_EQ(want.code, 0) << want.err;
+  CliRun got = ferry("generate -m " + gguf.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
+  ASSERT_EQ(got.code, 0) << got.err;
+  EXPECT_EQ(nlohmann::json::parse(got.out)["generated_ids"], nlohmann::json::parse(want.out)["generated_ids"]);
+  CliRun offloaded = ferry("generate -m " + gguf.string() + " --prompt-ids 1,5,9 -n 4 --json --max-memory cpu=3MB " +
+                           "--offload-folder " + (dir_ / "gguf-offload").string());
+  ASSERT_EQ(offloaded.code, 0) << offloaded.err;
+  EXPECT_EQ(nlohmann::json::parse(offloaded.out)["generated_ids"], nlohmann::json::parse(want.out)["generated_ids"]);
+  CliRun no_folder = ferry("generate -m " + gguf.string() + " --prompt-ids 1 -n 1 --max-memory cpu=3MB");
+  EXPECT_EQ(no_folder.code, 1);
+  EXPECT_CONTAINS(no_folder.err, "--offload-folder");
+  CliRun text = ferry("generate -m " + gguf.string() + " -p hello -n 1");
+  EXPECT_EQ(text.code, 1);
+  EXPECT_CONTAINS(text.err, "GGUF tokenizers");
+}
+
 // An accelerator with most layers offloaded to cpu (a virtual one here: host memory posing as a GPU, enabled by
 // FERRY_VIRTUAL_DEVICES): the weights stream host→device every forward, and generate and bench report how much.
 TEST_F(FerryCli, OffloadToAnAcceleratorReportsHostToDeviceTraffic) {

@@ -26,6 +26,9 @@ namespace ferry::models {
 /// Whether `path` is a regular file that starts with the GGUF magic.
 bool is_gguf_file(const std::filesystem::path& path);
 
+/// The config of the model at `path`: a GGUF file's metadata (gguf_config) or a folder's config.json.
+ConfigJson read_model_config(const std::filesystem::path& path);
+
 /// The config.json the metadata describes (architectures, sizes, heads, eps, rope, tie_word_embeddings, biases).
 /// Throws ferry::Error naming the file and key for an unsupported architecture or a missing / unsupported setting.
 ConfigJson gguf_config(const io::GgufFile& file);
