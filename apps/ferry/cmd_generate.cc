@@ -108,10 +108,7 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
     r = text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
   } else {
-    if (!tok)
-      throw Error(models::is_gguf_file(f.model.model) ? "ferry does not read GGUF tokenizers yet"
-                                                      : "no tokenizer.json in the model folder",
-                  f.model.model, "pass token ids with --prompt-ids");
+    if (!tok) throw Error("no tokenizer.json in the model folder", f.model.model, "pass token ids with --prompt-ids");
     if (!f.json) std::printf("%s", prompt.c_str());
     r = text::generate(*lm.model, *tok, prompt, o, stream);
   }
@@ -154,8 +151,16 @@ void add_generate_command(CLI::App& app) {
       throw Error("no prompt given", "generate", "pass -p TEXT, --prompt-ids 1,2,3 or -i");
     std::optional<text::Tokenizer> tok;
     f->model.apply();
-    if (std::filesystem::exists(std::filesystem::path(f->model.model) / "tokenizer.json"))
+    if (models::is_gguf_file(f->model.model)) {
+      // A GGUF tokenizer ferry cannot reproduce is an error only when text has to be tokenized.
+      try {
+        tok = load_tokenizer(f->model.model);
+      } catch (const Error& e) {
+        if (f->prompt_ids.empty()) throw;
+      }
+    } else if (std::filesystem::exists(std::filesystem::path(f->model.model) / "tokenizer.json")) {
       tok = load_tokenizer(f->model.model);
+    }
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
     if (!f->interactive) {
       run_once(*f, lm, tok, f->prompt);

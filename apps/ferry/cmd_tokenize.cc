@@ -4,12 +4,15 @@
 #include "cli.h"
 #include "commands.h"
 #include "ferry/core/error.h"
+#include "ferry/models/gguf_model.h"
 #include "ferry/text/tokenizer.h"
 #include "run_model.h"
 
 namespace ferry::cli {
 
 text::Tokenizer load_tokenizer(const std::string& folder) {
+  if (models::is_gguf_file(folder))  // the tokenizer in the file's metadata, as a tokenizer.json document
+    return text::Tokenizer::from_json(models::gguf_tokenizer_json(io::GgufFile::open(folder)).dump(), folder);
   auto path = std::filesystem::path(folder) / "tokenizer.json";
   if (!std::filesystem::exists(path))
     throw Error("no tokenizer.json in the model folder", folder, "give token ids with --prompt-ids instead");

@@ -121,6 +121,98 @@ ConfigJson gguf_config(const io::GgufFile& f) {
   return ConfigJson::from_json(std::move(c), f.where());
 }
 
+namespace {
+
+// llama.cpp's pre-tokenizer regexes (src/llama-vocab.cpp, llm_tokenizer_bpe), applied in order, each splitting the
+// pieces the previous one made; the byte-level mapping follows.
+std::optional<std::vector<std::string>> pre_tokenizer_regexes(const std::string& pre) {
+  const std::string gpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+  const std::string llama3 =
+      R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::string qwen2 =
+      R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  if (pre == "default" || pre == "gpt2" || pre == "mpt" || pre == "olmo" || pre == "jais" || pre == "trillion")
+    return std::vector<std::string>{gpt2};
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "codeshell" ||
+      pre == "exaone" || pre == "minerva-7b")
+    return std::vector<std::string>{R"(\p{N})", gpt2};
+  if (pre == "llama-bpe" || pre == "llama3" || pre == "dbrx" || pre == "smaug-bpe") return std::vector<std::string>{llama3};
+  if (pre == "qwen2" || pre == "stablelm2" || pre == "hunyuan") return std::vector<std::string>{qwen2};
+  return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json gguf_tokenizer_json(const io::GgufFile& f) {
+  const std::string model = f.require_string("tokenizer.ggml.model");
+  if (model != "gpt2")
+    unsupported(f, "tokenizer.ggml.model", "GGUF tokenizer model \"" + model + "\" is not supported yet",
+                "ferry reads \"gpt2\" (byte-level BPE) GGUF tokenizers; pass token ids with --prompt-ids");
+  const std::string pre = f.get_string("tokenizer.ggml.pre").value_or("default");
+  const auto regexes = pre_tokenizer_regexes(pre);
+  if (!regexes)
+    unsupported(f, "tokenizer.ggml.pre", "llama.cpp pre-tokenizer \"" + pre + "\" is not supported yet",
+                "pass token ids with --prompt-ids");
+  const io::GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+  const io::GgufValue* merges = f.find("tokenizer.ggml.merges");
+  if (!tokens || tokens->type != io::GgufValueType::Array || tokens->element_type != io::GgufValueType::String)
+    unsupported(f, "tokenizer.ggml.tokens", "missing or not an array of strings", "");
+  if (!merges || merges->type != io::GgufValueType::Array || merges->element_type != io::GgufValueType::String)
+    unsupported(f, "tokenizer.ggml.merges", "missing or not an array of strings", "");
+  const io::GgufValue* types = f.find("tokenizer.ggml.token_type");
+  const std::size_t n = tokens->value.size();
+  if (types && types->value.size() != n)
+    unsupported(f, "tokenizer.ggml.token_type", "has " + std::to_string(types->value.size()) + " entries for " +
+                                                    std::to_string(n) + " tokens", "");
+
+  nlohmann::json vocab = nlohmann::json::object(), added = nlohmann::json::array();
+  for (std::size_t id = 0; id < n; ++id) {
+    const std::string& piece = tokens->value[id].get_ref<const std::string&>();
+    if (!vocab.contains(piece)) vocab[piece] = id;  // duplicates keep their first id, as llama.cpp's map does
+    const int64_t type = types ? types->value[id].get<int64_t>() : 1;
+    if (type == 3 || type == 4)  // CONTROL and USER_DEFINED: matched whole in the text, as llama.cpp's special parse
+      added.push_back({{"id", id}, {"content", piece}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                       {"normalized", type == 4}, {"special", type == 3}});
+  }
+  nlohmann::json splits = nlohmann::json::array();
+  for (const auto& r : *regexes)
+    splits.push_back({{"type", "Split"}, {"pattern", {{"Regex", r}}}, {"behavior", "Isolated"}, {"invert", false}});
+  splits.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}});
+
+  nlohmann::json j;
+  j["version"] = "1.0";
+  j["added_tokens"] = added;
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", splits}};
+  // BOS/EOS added around the text when the file says so (llama.cpp: tokenizer.ggml.add_bos_token).
+  const bool add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(false);
+  const bool add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  const auto bos = f.get_int("tokenizer.ggml.bos_token_id"), eos = f.get_int("tokenizer.ggml.eos_token_id");
+  if ((add_bos && bos) || (add_eos && eos)) {
+    nlohmann::json single = nlohmann::json::array(), special = nlohmann::json::object();
+    auto piece = [&](int64_t id) { return tokens->value.at(static_cast<std::size_t>(id)).get<std::string>(); };
+    if (add_bos && bos) {
+      single.push_back({{"SpecialToken", {{"id", piece(*bos)}, {"type_id", 0}}}});
+      special[piece(*bos)] = {{"id", piece(*bos)}, {"ids", {*bos}}, {"tokens", {piece(*bos)}}};
+    }
+    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    if (add_eos && eos) {
+      single.push_back({{"SpecialToken", {{"id", piece(*eos)}, {"type_id", 0}}}});
+      special[piece(*eos)] = {{"id", piece(*eos)}, {"ids", {*eos}}, {"tokens", {piece(*eos)}}};
+    }
+    j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", single}, {"pair", single},
+                           {"special_tokens", special}};
+  } else {
+    j["post_processor"] = nullptr;
+  }
+  j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  j["model"] = {{"type", "BPE"},        {"dropout", nullptr}, {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr}, {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},    {"byte_fallback", false}, {"ignore_merges", false},
+                {"vocab", vocab},       {"merges", merges->value}};
+  return j;
+}
+
 DType gguf_default_dtype(const io::GgufFile& f) {
   const io::GgufTensorInfo* q = f.find_tensor("blk.0.attn_q.weight");
   if (!q) q = &f.tensor_info("token_embd.weight");

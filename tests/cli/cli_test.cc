@@ -379,9 +379,10 @@ TEST_F(FerryCli, GgufFilesWorkLikeFolders) {
   CliRun no_folder = ferry("generate -m " + gguf.string() + " --prompt-ids 1 -n 1 --max-memory cpu=3MB");
   EXPECT_EQ(no_folder.code, 1);
   EXPECT_CONTAINS(no_folder.err, "--offload-folder");
+  // The converted demo has no vocabulary (gguf_convert.py skips it): text prompts are refused, ids still run.
   CliRun text = ferry("generate -m " + gguf.string() + " -p hello -n 1");
   EXPECT_EQ(text.code, 1);
-  EXPECT_CONTAINS(text.err, "GGUF tokenizers");
+  EXPECT_CONTAINS(text.err, "tokenizer.ggml.model");
 }
 
 // An accelerator with most layers offloaded to cpu (a virtual one here: host memory posing as a GPU, enabled by

@@ -11,6 +11,7 @@
 #include "ferry/models/auto_model.h"
 #include "ferry/nn/init.h"
 #include "ferry/nn/module_tensors.h"
+#include "ferry/text/tokenizer.h"
 #include "support/error_of.h"
 #include "support/hf_folder.h"
 
@@ -102,6 +103,77 @@ TEST_F(GgufOracle, DeviceMapsApplyToGgufModels) {
   auto offloaded = AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map, .offload_folder = offload.path()});
   EXPECT_TRUE(nn::get_module_tensor(*offloaded, "lm_head.weight").is_meta());
   EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), resident->logits(prompt())), 0.0);
+}
+
+}  // namespace
+}  // namespace ferry::models
+
+namespace ferry::models {
+namespace {
+
+// A GGUF image with only tokenizer metadata, written field by field.
+std::vector<uint8_t> tokenizer_gguf(const std::string& model, const std::string& pre, bool add_bos) {
+  std::vector<uint8_t> b;
+  auto pod = [&](auto v) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + sizeof v); };
+  auto str = [&](const std::string& s) {
+    pod(uint64_t(s.size()));
+    b.insert(b.end(), s.begin(), s.end());
+  };
+  auto kv_str = [&](const std::string& k, const std::string& v) { str(k); pod(uint32_t(8)); str(v); };
+  auto kv_strs = [&](const std::string& k, const std::vector<std::string>& v) {
+    str(k);
+    pod(uint32_t(9));
+    pod(uint32_t(8));
+    pod(uint64_t(v.size()));
+    for (const auto& s : v) str(s);
+  };
+  pod(uint32_t(0x46554747));
+  pod(uint32_t(3));
+  pod(uint64_t(0));
+  pod(uint64_t(7));
+  kv_str("tokenizer.ggml.model", model);
+  kv_str("tokenizer.ggml.pre", pre);
+  // Byte-level pieces: "Ġ" is the space byte.
+  kv_strs("tokenizer.ggml.tokens", {"<s>", "h", "i", "Ġ", "hi", "Ġhi", "</s>"});
+  kv_strs("tokenizer.ggml.merges", {"h i", "Ġ hi"});
+  str("tokenizer.ggml.token_type");
+  pod(uint32_t(9));
+  pod(uint32_t(5));
+  pod(uint64_t(7));
+  for (int32_t t : {3, 1, 1, 1, 1, 1, 3}) pod(t);
+  str("tokenizer.ggml.add_bos_token");
+  pod(uint32_t(7));
+  pod(uint8_t(add_bos));
+  str("tokenizer.ggml.bos_token_id");
+  pod(uint32_t(4));
+  pod(uint32_t(0));
+  return b;
+}
+
+TEST(GgufTokenizer, ByteLevelBpeFromMetadata) {
+  const auto bytes = tokenizer_gguf("gpt2", "smollm", true);
+  const io::GgufFile f = io::GgufFile::parse(bytes, "tok.gguf");
+  const nlohmann::json j = gguf_tokenizer_json(f);
+  EXPECT_EQ(j["model"]["type"], "BPE");
+  EXPECT_EQ(j["model"]["vocab"]["Ġhi"], 5);
+  EXPECT_EQ(j["model"]["merges"], nlohmann::json::array({"h i", "Ġ hi"}));
+  ASSERT_EQ(j["added_tokens"].size(), 2u);  // the two CONTROL tokens
+  EXPECT_EQ(j["added_tokens"][0]["content"], "<s>");
+  EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"].size(), 3u);  // \p{N}, the GPT-2 regex, byte-level
+  EXPECT_EQ(j["post_processor"]["type"], "TemplateProcessing");  // add_bos_token
+  EXPECT_TRUE(gguf_tokenizer_json(io::GgufFile::parse(tokenizer_gguf("gpt2", "gpt2", false), "t"))["post_processor"].is_null());
+  // The document loads into ferry's tokenizer: "hi hi" is "hi" + "Ġhi" after BOS; "<s>" in text is the control token.
+  const text::Tokenizer tok = text::Tokenizer::from_json(j.dump());
+  EXPECT_EQ(tok.encode("hi hi"), (std::vector<text::TokenId>{0, 4, 5}));
+  EXPECT_EQ(tok.encode("<s>hi", false), (std::vector<text::TokenId>{0, 4}));
+  EXPECT_EQ(tok.decode(std::vector<text::TokenId>{4, 5}), "hi hi");
+}
+
+TEST(GgufTokenizer, WhatFerryCannotReproduceIsRefusedByName) {
+  std::string msg = test::error_of([] { gguf_tokenizer_json(io::GgufFile::parse(tokenizer_gguf("llama", "default", false), "spm.gguf")); });
+  EXPECT_NE(msg.find("tokenizer.ggml.model"), std::string::npos) << msg;
+  msg = test::error_of([] { gguf_tokenizer_json(io::GgufFile::parse(tokenizer_gguf("gpt2", "chameleon", false), "c.gguf")); });
+  EXPECT_NE(msg.find("chameleon"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -41,6 +41,14 @@ std::optional<std::string> hf_tensor_name(std::string_view gguf_name);
 /// or bf16, else f32 (quantized weights dequantize exactly into f32).
 DType gguf_default_dtype(const io::GgufFile& file);
 
+/// The tokenizer a GGUF file's `tokenizer.ggml.*` metadata describes, as a tokenizer.json document for
+/// text::Tokenizer::from_json (so one tokenizer implementation serves folders and GGUF files). Supported: the "gpt2"
+/// model (byte-level BPE: tokens, merges, token types) with llama.cpp's pre-tokenizers gpt2, smollm, llama-bpe /
+/// llama3, qwen2 (and the other names that share their regexes); control and user-defined tokens become added
+/// tokens; add_bos_token / add_eos_token become the post-processor. Throws ferry::Error naming the key for a model
+/// or pre-tokenizer ferry does not reproduce (e.g. "llama" SentencePiece files), instead of tokenizing differently.
+nlohmann::json gguf_tokenizer_json(const io::GgufFile& file);
+
 /// Every tensor of `file` under its HF name, converted to `dtype` (float tensors), with Llama's q/k rows back in
 /// HF order. Throws for tensors without an HF name and types ferry cannot dequantize (naming them).
 io::StateDict gguf_state_dict(const io::GgufFile& file, const ConfigJson& config, DType dtype);
