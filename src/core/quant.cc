@@ -95,25 +95,14 @@ inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
   }
 }
 
-void q4_k(const uint8_t* b, float* y) {
-  const float d = f16(b), dmin = f16(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* qs = b + 16;
-  for (int sb = 0; sb < 8; ++sb) {
-    int sc, m;
-    scale_min_k4(sb, scales, sc, m);
-    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    const uint8_t* q = qs + 32 * (sb / 2);
-    const int shift = 4 * (sb % 2);
-    for (int l = 0; l < 32; ++l) y[32 * sb + l] = d1 * static_cast<float>((q[l] >> shift) & 0x0F) - m1;
-  }
-}
-
-void q5_k(const uint8_t* b, float* y) {
+// Q4_K and Q5_K: eight sub-blocks of 32 with a 6-bit scale and min each; Q5_K adds a 5th bit per value from qh
+// (bit j of qh[l] for sub-block j), and its nibbles start 32 bytes later.
+template <bool kFifthBit>
+void qk_k(const uint8_t* b, float* y) {
   const float d = f16(b), dmin = f16(b + 2);
   const uint8_t* scales = b + 4;
   const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
+  const uint8_t* qs = b + (kFifthBit ? 48 : 16);
   for (int sb = 0; sb < 8; ++sb) {
     int sc, m;
     scale_min_k4(sb, scales, sc, m);
@@ -121,7 +110,8 @@ void q5_k(const uint8_t* b, float* y) {
     const uint8_t* q = qs + 32 * (sb / 2);
     const int shift = 4 * (sb % 2);
     for (int l = 0; l < 32; ++l) {
-      const int v = ((q[l] >> shift) & 0x0F) | (((qh[l] >> sb) & 1) << 4);
+      int v = (q[l] >> shift) & 0x0F;
+      if constexpr (kFifthBit) v |= ((qh[l] >> sb) & 1) << 4;
       y[32 * sb + l] = d1 * static_cast<float>(v) - m1;
     }
   }
@@ -187,8 +177,8 @@ void dequantize(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q5_0: block = q5_0; break;
     case GgmlType::Q5_1: block = q5_1; break;
     case GgmlType::Q8_0: block = q8_0; break;
-    case GgmlType::Q4_K: block = q4_k; break;
-    case GgmlType::Q5_K: block = q5_k; break;
+    case GgmlType::Q4_K: block = qk_k<false>; break;
+    case GgmlType::Q5_K: block = qk_k<true>; break;
     case GgmlType::Q6_K: block = q6_k; break;
     default:
       throw Error("ggml type " + std::string(t.name) + " cannot be dequantized by ferry", "dequantize",

@@ -42,26 +42,22 @@ AttendFn attend_kernel(Isa isa) { return isa == Isa::AVX2 ? avx2::attend : scala
 
 namespace {
 
-void check_cache(const char* name, const Tensor& t, const Tensor& q) {
-  cpu::check_host("attention", name, t);
-  cpu::check_same_device("attention", "q", q, name, t);
+// Shapes, dtypes and positions: checked before the tensors' device decides whose kernel runs (cpu or cuda).
+void check_cache(const char* name, const Tensor& t) {
   if (t.dtype() != DType::F32 && t.dtype() != DType::F16 && t.dtype() != DType::BF16)
     cpu::fail("attention", cpu::describe(name, t) + " has an unsupported cache dtype", "use f32, f16 or bf16");
   if (t.dim() != 3) cpu::fail("attention", cpu::describe(name, t) + " must be [keys, kv_heads, head_dim]");
 }
 
-}  // namespace
-
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
-                 int64_t sliding_window) {
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(q)) return cuda::attention(q, k, v, q_offset, scale, sliding_window);
-  }
-  cpu::check_f32("attention", "q", q);
+void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, int64_t sliding_window) {
+  for (auto [name, t] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}})
+    if (!t->defined()) cpu::fail("attention", fmt::format("{} is undefined", name));
+  if (q.dtype() != DType::F32)
+    cpu::fail("attention", cpu::describe("q", q) + " must be f32", "convert it with .to(DType::F32)");
   if (q.dim() != 3) cpu::fail("attention", cpu::describe("q", q) + " must be [tokens, heads, head_dim]");
-  check_cache("k", k, q);
-  check_cache("v", v, q);
-  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), S = k.size(0), Hkv = k.size(1), Dv = v.size(2);
+  check_cache("k", k);
+  check_cache("v", v);
+  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), S = k.size(0), Hkv = k.size(1);
   const std::string shapes = fmt::format("{}, {}, {}", cpu::describe("q", q), cpu::describe("k", k), cpu::describe("v", v));
   if (k.dtype() != v.dtype() || v.size(0) != S || v.size(1) != Hkv)
     cpu::fail("attention", shapes + ": k and v must have the same dtype, keys and kv heads");
@@ -75,6 +71,21 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_of
               shapes + fmt::format(": the cache holds {} keys, but queries at positions {}..{} need {}", S, q_offset,
                                    q_offset + T - 1, q_offset + T),
               "append the new tokens' keys and values to the cache before attending");
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
+                 int64_t sliding_window) {
+  check_attention(q, k, v, q_offset, sliding_window);
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(q)) return cuda::attention(q, k, v, q_offset, scale, sliding_window);
+  }
+  for (auto [name, t] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}}) {
+    cpu::check_host("attention", name, *t);
+    cpu::check_same_device("attention", "q", q, name, *t);
+  }
+  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), S = k.size(0), Hkv = k.size(1), Dv = v.size(2);
   Tensor out = Tensor::empty({T, Hq, Dv}, DType::F32, q.device());
   if (T == 0 || Hq == 0) return out;
   const cpu::AttendFn attend = cpu::attend_kernel(cpu_isa());

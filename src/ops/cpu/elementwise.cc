@@ -49,17 +49,27 @@ namespace {
 
 using BinaryKernel = void (*)(const float*, const float*, float*, int64_t);
 
-// Checks a and b for `op` and returns b's element count (the broadcast period).
-int64_t check_broadcast(const char* op, const Tensor& a, const Tensor& b) {
-  cpu::check_f32(op, "a", a);
-  cpu::check_f32(op, "b", b);
-  cpu::check_same_device(op, "a", a, "b", b);
+// Dtypes and the broadcast, on any device: checked before the device decides whose kernel runs (cpu or cuda).
+void check_broadcast_shapes(const char* op, const Tensor& a, const Tensor& b) {
+  for (auto [name, t] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
+    if (!t->defined()) cpu::fail(op, fmt::format("{} is undefined", name));
+    if (t->dtype() != DType::F32)
+      cpu::fail(op, fmt::format("{} must be f32", cpu::describe(name, *t)), "convert it with .to(DType::F32)");
+  }
   const auto& as = a.shape();
   const auto& bs = b.shape();
   if (bs.size() > as.size() || !std::equal(bs.begin(), bs.end(), as.end() - static_cast<std::ptrdiff_t>(bs.size())))
     cpu::fail(op,
               fmt::format("{} does not broadcast over {}", cpu::describe("b", b), cpu::describe("a", a)),
               "b's shape must equal the trailing dimensions of a's (e.g. a bias [N] over [T, N])");
+}
+
+// check_broadcast_shapes, and both in host memory on one device; returns b's element count (the broadcast period).
+int64_t check_broadcast(const char* op, const Tensor& a, const Tensor& b) {
+  check_broadcast_shapes(op, a, b);
+  cpu::check_f32(op, "a", a);
+  cpu::check_f32(op, "b", b);
+  cpu::check_same_device(op, "a", a, "b", b);
   return b.numel();
 }
 
@@ -108,24 +118,28 @@ void binary_inplace(const char* op, Tensor& a, const Tensor& b, BinaryKernel ker
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  check_broadcast_shapes("add", a, b);
   if constexpr (cuda::kBuilt) {
     if (cuda::on_gpu(a)) return cuda::binary("add", a, b, false);
   }
   return binary("add", a, b, cpu::elementwise_kernels(cpu_isa()).add);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
+  check_broadcast_shapes("mul", a, b);
   if constexpr (cuda::kBuilt) {
     if (cuda::on_gpu(a)) return cuda::binary("mul", a, b, true);
   }
   return binary("mul", a, b, cpu::elementwise_kernels(cpu_isa()).mul);
 }
 void add_(Tensor& a, const Tensor& b) {
+  check_broadcast_shapes("add_", a, b);
   if constexpr (cuda::kBuilt) {
     if (cuda::on_gpu(a)) return cuda::binary_("add_", a, b, false);
   }
   binary_inplace("add_", a, b, cpu::elementwise_kernels(cpu_isa()).add);
 }
 void mul_(Tensor& a, const Tensor& b) {
+  check_broadcast_shapes("mul_", a, b);
   if constexpr (cuda::kBuilt) {
     if (cuda::on_gpu(a)) return cuda::binary_("mul_", a, b, true);
   }

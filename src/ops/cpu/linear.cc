@@ -31,11 +31,12 @@ bool is_linear_weight_dtype(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3FN || t == DType::F8_E5M2;
 }
 
-void check_weight(const Tensor& x, const Tensor& weight) {
-  cpu::check_f32("linear", "x", x);
+// Shapes and dtypes: checked before the tensors' device decides whose kernel runs (cpu or cuda).
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!x.defined()) cpu::fail("linear", "x is undefined");
+  if (!weight.defined()) cpu::fail("linear", "weight is undefined");
+  if (x.dtype() != DType::F32) cpu::fail("linear", cpu::describe("x", x) + " must be f32", "convert it with .to(DType::F32)");
   cpu::check_min_dim("linear", "x", x, 1);
-  cpu::check_host("linear", "weight", weight);
-  cpu::check_same_device("linear", "x", x, "weight", weight);
   if (weight.dim() != 2) cpu::fail("linear", cpu::describe("weight", weight) + " must be 2-D [out_features, in_features]");
   if (!is_linear_weight_dtype(weight.dtype()))
     cpu::fail("linear", cpu::describe("weight", weight) + " has an unsupported dtype",
@@ -45,6 +46,15 @@ void check_weight(const Tensor& x, const Tensor& weight) {
               fmt::format("{} and {}: in_features differ ({} vs {})", cpu::describe("x", x),
                           cpu::describe("weight", weight), x.size(-1), weight.size(1)),
               "x's last dimension must equal weight's second");
+  if (bias.defined() && (bias.numel() != weight.size(0) || !is_floating_point(bias.dtype())))
+    cpu::fail("linear", cpu::describe("bias", bias) + " must be a float vector of out_features (" +
+                            std::to_string(weight.size(0)) + ") elements");
+}
+
+void check_host_weight(const Tensor& x, const Tensor& weight) {
+  cpu::check_host("linear", "x", x);
+  cpu::check_host("linear", "weight", weight);
+  cpu::check_same_device("linear", "x", x, "weight", weight);
 }
 
 Shape linear_out_shape(const Tensor& x, const Tensor& weight) {
@@ -68,10 +78,11 @@ void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, c
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear(x, weight, bias);
   if constexpr (cuda::kBuilt) {
     if (cuda::on_gpu(x)) return cuda::linear(x, weight, bias);
   }
-  check_weight(x, weight);
+  check_host_weight(x, weight);
   Tensor b = cpu::param_f32("linear", "bias", bias, weight.size(0), x);
   Tensor out = Tensor::empty(linear_out_shape(x, weight), DType::F32, x.device());
   run_linear(x, weight, b, out);
@@ -79,10 +90,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 void linear_into(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  check_linear(x, weight, bias);
   if constexpr (cuda::kBuilt) {
     if (cuda::on_gpu(x)) return cuda::linear_into(x, weight, bias, out);
   }
-  check_weight(x, weight);
+  check_host_weight(x, weight);
   Tensor b = cpu::param_f32("linear", "bias", bias, weight.size(0), x);
   cpu::check_out("linear", out, linear_out_shape(x, weight));
   cpu::check_same_device("linear", "x", x, "out", out);

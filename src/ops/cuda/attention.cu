@@ -78,35 +78,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-void check_cache(const char* name, const Tensor& t, const Tensor& q) {
-  check_gpu("attention", name, t, q);
-  if (t.dtype() != DType::F32 && t.dtype() != DType::F16 && t.dtype() != DType::BF16)
-    cpu::fail("attention", cpu::describe(name, t) + " has an unsupported cache dtype", "use f32, f16 or bf16");
-  if (t.dim() != 3) cpu::fail("attention", cpu::describe(name, t) + " must be [keys, kv_heads, head_dim]");
-}
-
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
                  int64_t sliding_window) {
-  check_gpu_f32("attention", "q", q, q);
-  if (q.dim() != 3) cpu::fail("attention", cpu::describe("q", q) + " must be [tokens, heads, head_dim]");
-  check_cache("k", k, q);
-  check_cache("v", v, q);
-  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), S = k.size(0), Hkv = k.size(1), Dv = v.size(2);
+  // Shapes, dtypes and positions were checked by ops::attention (cpu/attention.cc) before it came here.
+  check_gpu("attention", "k", k, q);
+  check_gpu("attention", "v", v, q);
+  const int64_t T = q.size(0), Hq = q.size(1), D = q.size(2), Hkv = k.size(1), Dv = v.size(2);
   const std::string shapes = format_message("{}, {}, {}", cpu::describe("q", q), cpu::describe("k", k), cpu::describe("v", v));
-  if (k.dtype() != v.dtype() || v.size(0) != S || v.size(1) != Hkv)
-    cpu::fail("attention", shapes + ": k and v must have the same dtype, keys and kv heads");
-  if (k.size(2) != D) cpu::fail("attention", shapes + ": q and k head_dim differ");
-  if (Hkv == 0 || Hq % Hkv != 0)
-    cpu::fail("attention", shapes + format_message(": kv heads ({}) must divide query heads ({})", Hkv, Hq));
-  if (q_offset < 0 || sliding_window < 0)
-    cpu::fail("attention", format_message("q_offset {} and sliding_window {} must not be negative", q_offset, sliding_window));
-  if (S < q_offset + T)
-    cpu::fail("attention",
-              shapes + format_message(": the cache holds {} keys, but queries at positions {}..{} need {}", S, q_offset,
-                                   q_offset + T - 1, q_offset + T),
-              "append the new tokens' keys and values to the cache before attending");
   if (D > 32 * kMaxPerLane || Dv > 32 * kMaxPerLane)
     cpu::fail("attention", shapes + format_message(": the CUDA kernel supports head_dim up to {}", 32 * kMaxPerLane));
   Tensor out = Tensor::empty({T, Hq, Dv}, DType::F32, q.device());
