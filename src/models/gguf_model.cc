@@ -3,7 +3,7 @@
 
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <algorithm>
 
 #include "ferry/core/error.h"
 
@@ -61,15 +61,22 @@ ConfigJson read_model_config(const std::filesystem::path& path) {
 }
 
 std::optional<std::string> hf_tensor_name(std::string_view name) {
-  static const std::regex block(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
-  const std::string s(name);
-  if (s == "token_embd.weight") return "model.embed_tokens.weight";
-  if (s == "output_norm.weight") return "model.norm.weight";
-  if (s == "output.weight") return "lm_head.weight";
-  std::smatch m;
-  if (!std::regex_match(s, m, block)) return std::nullopt;
+  if (name == "token_embd.weight") return "model.embed_tokens.weight";
+  if (name == "output_norm.weight") return "model.norm.weight";
+  if (name == "output.weight") return "lm_head.weight";
+  // "blk.<layer>.<tensor>.<weight|bias>"
+  constexpr std::string_view blk = "blk.";
+  if (name.substr(0, blk.size()) != blk) return std::nullopt;
+  const std::string_view rest = name.substr(blk.size());
+  const std::size_t dot1 = rest.find('.'), dot2 = rest.rfind('.');
+  if (dot1 == 0 || dot1 == std::string_view::npos || dot2 <= dot1) return std::nullopt;
+  const std::string_view layer = rest.substr(0, dot1), tensor = rest.substr(dot1 + 1, dot2 - dot1 - 1),
+                         kind = rest.substr(dot2 + 1);
+  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  if (kind != "weight" && kind != "bias") return std::nullopt;
   for (const auto& [gguf, hf] : kBlockNames)
-    if (m[2].str() == gguf) return "model.layers." + m[1].str() + "." + std::string(hf) + "." + m[3].str();
+    if (tensor == gguf)
+      return "model.layers." + std::string(layer) + "." + std::string(hf) + "." + std::string(kind);
   return std::nullopt;
 }
 
