@@ -13,15 +13,9 @@
 namespace ferry {
 namespace {
 
-std::optional<Device> first_parameter_device(const nn::Module& model) {
-  auto params = model.named_parameters();
-  if (params.empty()) return std::nullopt;
-  return params.front().second.device();
-}
-
 Device default_execution_device(const nn::Module& model, std::optional<Device> requested) {
   if (requested) return *requested;
-  auto d = first_parameter_device(model);
+  auto d = nn::first_parameter_device(model);
   return d && !d->is_meta() ? *d : Device::cpu();
 }
 
@@ -125,10 +119,10 @@ void CpuOffloadHook::init_hook(nn::Module& module) { module.to(Device::cpu()); }
 
 nn::Args CpuOffloadHook::pre_forward(nn::Module& module, nn::Args args) {
   if (prev_) {
-    auto prev_device = first_parameter_device(prev_->model());
+    auto prev_device = nn::first_parameter_device(prev_->model());
     if (prev_device && !prev_device->is_cpu()) prev_->offload();
   }
-  if (first_parameter_device(module) == execution_device_) return args;
+  if (nn::first_parameter_device(module) == execution_device_) return args;
   module.to(execution_device_);
   return nn::send_to_device(args, execution_device_);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ferry/core/error.h"
+#include "ferry/nn/module_tensors.h"
 
 namespace ferry::models {
 
@@ -21,12 +22,9 @@ Tensor CausalLM::logits(const Tensor& input_ids, const std::shared_ptr<KvCache>&
   // A model moved whole onto an accelerator has no hook to bring the ids to it: they go where its first weight is,
   // as transformers' generate sends input_ids to model.device. (Dispatched models' hooks move them.)
   Tensor ids = input_ids;
-  if (!hook()) {
-    for (const auto& [name, t] : named_parameters()) {
-      if (t.device().is_accelerator() && ids.device() != t.device()) ids = ids.to(t.device());
-      break;
-    }
-  }
+  if (!hook())
+    if (const auto d = nn::first_parameter_device(*this); d && d->is_accelerator() && ids.device() != *d)
+      ids = ids.to(*d);
   nn::Args args{ids};
   if (cache) args.with("past_key_values", cache_value(cache));
   if (logits_to_keep != 0) args.with("logits_to_keep", logits_to_keep);

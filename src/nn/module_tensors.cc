@@ -49,6 +49,14 @@ const void* tensor_data_ptr(const Tensor& t) noexcept {
   return static_cast<const char*>(t.storage()->data()) + t.byte_offset();
 }
 
+std::optional<Device> first_parameter_device(const Module& module) noexcept {
+  for (const auto& p : module.own_parameters())
+    if (p.slot) return p.slot->tensor.device();
+  for (const auto& child : module.children())
+    if (auto d = first_parameter_device(*child.module)) return d;
+  return std::nullopt;
+}
+
 std::pair<Module*, std::string> resolve_tensor_owner(const Module& root, std::string_view name) {
   const auto dot = name.rfind('.');
   const std::string_view path = dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);

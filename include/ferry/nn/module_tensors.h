@@ -59,6 +59,10 @@ NamedTensors named_module_tensors(const Module& module, bool include_buffers = t
 /// Accelerate: get_non_persistent_buffers
 std::set<std::string> get_non_persistent_buffers(const Module& module, bool recurse = false, bool fqns = false);
 
+/// The device of the module's first parameter in named_parameters order (its own, then its children's, depth
+/// first), found without listing them all; nullopt when it has none. Accelerate: next(model.parameters()).device
+std::optional<Device> first_parameter_device(const Module& module) noexcept;
+
 /// The module that owns dotted tensor `name` and the tensor's local name ("a.b.weight" -> (a.b, "weight")).
 /// Throws ferry::Error when a component or the tensor is missing.
 std::pair<Module*, std::string> resolve_tensor_owner(const Module& root, std::string_view name);
