@@ -255,10 +255,8 @@ void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedMod
   bool cpu = false;
   for (const auto& [name, d] : plan.device_map) cpu = cpu || d.is_cpu();
   if (!cpu) return;
-  std::optional<Device> gpu;
-  for (const auto& [name, d] : plan.device_map)
-    if (d.is_cuda()) gpu = gpu.value_or(d);
-  if (gpu) {  // dispatch_model copies them into pinned memory (DispatchOptions::pin_cpu_weights)
+  const std::optional<Device> gpu = main_accelerator(plan.device_map);
+  if (gpu && gpu->is_cuda()) {  // dispatch_model copies them into pinned memory (DispatchOptions::pin_cpu_weights)
     std::fprintf(out, "cpu weights: copied into pinned (page-locked) memory, streamed to %s by DMA%s\n",
                  gpu->str().c_str(), flags.prefetch > 0 ? " ahead of use" : "");
     return;

@@ -43,18 +43,17 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   return o;
 }
 
-void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::uint64_t read_bytes_before,
-                 const H2dTraffic& h2d) {
+// `forwards`: the model calls of the run (the prefill, then one per token after the first).
+void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size_t forwards,
+                 std::uint64_t read_bytes_before, const H2dTraffic& h2d) {
   const auto& t = r.timings;
   std::fprintf(stderr, "\n\nload %.2f s | prefill %zu tokens, %.2f tok/s | decode %zu tokens, %.2f tok/s | stop: %s\n",
                lm.load_seconds, t.prompt_tokens, t.prefill_tokens_per_second(), t.generated_tokens,
                t.decode_tokens_per_second(), text::to_string(r.stop_reason));
-  const std::size_t forwards = t.generated_tokens > 0 ? t.generated_tokens : 1;
+  const bool streams_to_accelerator = main_accelerator(lm.plan.device_map).has_value();
   for (const auto& e : lm.usage.entries()) {
-    const bool offloaded = e.device.is_disk() || (e.device.is_cpu() && lm.streamed_bytes_per_forward > 0 &&
-                                                  lm.plan.device_map.devices().size() > 1 &&
-                                                  std::any_of(lm.plan.device_map.begin(), lm.plan.device_map.end(),
-                                                              [](const auto& x) { return x.second.is_accelerator(); }));
+    const bool offloaded = e.device.is_disk() ||
+                           (e.device.is_cpu() && lm.streamed_bytes_per_forward > 0 && streams_to_accelerator);
     std::fprintf(stderr, "  %-8s %s %s\n", e.device.str().c_str(), offloaded ? "offloaded" : "resident ",
                  format_bytes(e.bytes).c_str());
   }
@@ -112,12 +111,12 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     if (!f.json) std::printf("%s", prompt.c_str());
     r = text::generate(*lm.model, *tok, prompt, o, stream);
   }
-  const std::size_t forwards = 1 + (r.timings.generated_tokens > 0 ? r.timings.generated_tokens - 1 : 0);
+  const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
   const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, r.timings.prefill_seconds + r.timings.decode_seconds);
   if (f.json) {
     std::printf("%s\n", result_json(lm, r, h2d).dump().c_str());
   } else {
-    print_stats(lm, r, read_bytes_before, h2d);
+    print_stats(lm, r, forwards, read_bytes_before, h2d);
   }
 }
 

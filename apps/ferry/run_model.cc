@@ -58,12 +58,7 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   out.plan = plan_model(*skeleton, flags, out.dtype);
   out.usage = device_map_usage(*skeleton, out.plan.device_map, out.dtype);
   const ModuleSizes sizes = compute_module_sizes(*skeleton, out.dtype);
-  Device main = Device::cpu();
-  for (const auto& [name, d] : out.plan.device_map)
-    if (d.is_accelerator()) {
-      main = d;
-      break;
-    }
+  const Device main = main_accelerator(out.plan.device_map).value_or(Device::cpu());
   for (const auto& [name, d] : out.plan.device_map)
     if (d.is_disk() || (d.is_cpu() && !main.is_cpu())) out.streamed_bytes_per_forward += sizes[name];
   if (log) {

@@ -22,49 +22,57 @@ std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map) {
   return total;
 }
 
-std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
-  std::vector<std::size_t> loads;  // what each hook loads at once: a module's own disk-mapped tensors
-  std::size_t all = 0;
-  for (const auto& [prefix, module] : model.named_modules()) {
-    std::size_t own = 0;
-    for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
-      const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
-      if (d && d->is_disk()) own += t.nbytes() + 2 * 4096;  // a read widens to whole blocks
-    }
-    if (own == 0) continue;
-    all += own;
-    loads.push_back(own);
-  }
-  if (all == 0) return 0;
-  // The module computing, the `prefetch` read ahead, and one whose tensors are being released: the prefetch + 2
-  // largest loads. At least 16 MiB (what the reader keeps in flight: 16 reads of 1 MiB), so small layers still
-  // keep the queue deep; never more than the whole disk part.
-  std::sort(loads.begin(), loads.end(), std::greater<>());
-  std::size_t want = 0;
-  for (std::size_t i = 0; i < loads.size() && i < static_cast<std::size_t>(std::max(prefetch, 0) + 2); ++i)
-    want += loads[i];
-  return std::min(std::max<std::size_t>(want, std::size_t{16} << 20), all);
-}
+namespace {
 
-std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
-  if (prefetch <= 0) return 0;
-  const std::vector<Device> devices = map.devices();
-  if (std::none_of(devices.begin(), devices.end(), [](Device d) { return d.is_accelerator(); })) return 0;
-  // What each offloading hook loads at once: a module's own cpu- or disk-placed tensors (attach.cc puts one hook on
-  // every module with tensors of its own). The prefetcher keeps `prefetch` of them on the device ahead of use.
+// What each offloading hook loads at once (attach.cc puts one hook on every module with tensors of its own): the
+// bytes of a module's own parameters that `placed` selects, `per_tensor_extra` more for each; largest first.
+std::vector<std::size_t> hook_loads(const nn::Module& model, const DeviceMap& map, bool (*placed)(Device),
+                                    std::size_t per_tensor_extra) {
   std::vector<std::size_t> loads;
   for (const auto& [prefix, module] : model.named_modules()) {
     std::size_t own = 0;
     for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
       const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
-      if (d && (d->is_cpu() || d->is_disk())) own += t.nbytes();
+      if (d && placed(*d)) own += t.nbytes() + per_tensor_extra;
     }
     if (own > 0) loads.push_back(own);
   }
   std::sort(loads.begin(), loads.end(), std::greater<>());
-  std::size_t ahead = 0;
-  for (std::size_t i = 0; i < loads.size() && i < static_cast<std::size_t>(prefetch); ++i) ahead += loads[i];
-  return ahead;
+  return loads;
+}
+
+// The sum of the first `k` of `loads`.
+std::size_t sum_first(const std::vector<std::size_t>& loads, std::size_t k) {
+  std::size_t sum = 0;
+  for (std::size_t i = 0; i < loads.size() && i < k; ++i) sum += loads[i];
+  return sum;
+}
+
+}  // namespace
+
+std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
+  // A module's own disk-mapped tensors; a read widens each to whole 4096-byte blocks.
+  const std::vector<std::size_t> loads = hook_loads(model, map, [](Device d) { return d.is_disk(); }, 2 * 4096);
+  const std::size_t all = sum_first(loads, loads.size());
+  if (all == 0) return 0;
+  // The module computing, the `prefetch` read ahead, and one whose tensors are being released: the prefetch + 2
+  // largest loads. At least 16 MiB (what the reader keeps in flight: 16 reads of 1 MiB), so small layers still
+  // keep the queue deep; never more than the whole disk part.
+  const std::size_t want = sum_first(loads, static_cast<std::size_t>(std::max(prefetch, 0) + 2));
+  return std::min(std::max<std::size_t>(want, std::size_t{16} << 20), all);
+}
+
+std::optional<Device> main_accelerator(const DeviceMap& map) {
+  for (Device d : map.devices())
+    if (d.is_accelerator()) return d;
+  return std::nullopt;
+}
+
+std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
+  if (prefetch <= 0 || !main_accelerator(map)) return 0;
+  // A module's own cpu- or disk-placed tensors: the prefetcher keeps `prefetch` of them on the device ahead of use.
+  return sum_first(hook_loads(model, map, [](Device d) { return d.is_cpu() || d.is_disk(); }, 0),
+                   static_cast<std::size_t>(prefetch));
 }
 
 OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested,
@@ -99,12 +107,7 @@ OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, co
   out.device_map = plan_device_map(model, mode, options);
   // Weights copied ahead to the GPU take room there beside the module computing (Accelerate's reserve).
   if (const std::size_t ahead = gpu_prefetch_bytes_for(model, out.device_map, prefetch); ahead > 0) {
-    Device main = Device::cpu();
-    for (Device d : out.device_map.devices())
-      if (d.is_accelerator()) {
-        main = d;
-        break;
-      }
+    const Device main = *main_accelerator(out.device_map);
     PlanOptions with_ahead = out.options;
     with_ahead.reservations.push_back({main, static_cast<int64_t>(ahead), "prefetched weights (copied ahead)"});
     try {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/device_map.h"
@@ -19,6 +20,10 @@ namespace ferry {
 /// least 16 MiB (the reader's reads in flight), at most the disk part; 0 when nothing is on disk. Counted in the
 /// plan's cpu budget when direct reads are used.
 std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
+
+/// The accelerator that runs `map`'s offloaded modules: the first of its devices that is one (as dispatch_model
+/// picks its main device), or nullopt when it has none.
+std::optional<Device> main_accelerator(const DeviceMap& map);
 
 /// Device memory the weights copied ahead need on the accelerator that runs `map`'s offloaded (cpu- and
 /// disk-placed) modules: the `prefetch` largest loads of one hook (a module's own offloaded tensors), which the
