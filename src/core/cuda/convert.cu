@@ -9,28 +9,10 @@
 #include <cstdint>
 
 #include "ferry/core/dtype.h"
+#include "float_load.cuh"
 
 namespace ferry::detail {
 namespace {
-
-template <class T>
-__device__ __forceinline__ float load(const T* p, std::size_t i);
-template <>
-__device__ __forceinline__ float load<float>(const float* p, std::size_t i) { return p[i]; }
-template <>
-__device__ __forceinline__ float load<__half>(const __half* p, std::size_t i) { return __half2float(p[i]); }
-template <>
-__device__ __forceinline__ float load<__nv_bfloat16>(const __nv_bfloat16* p, std::size_t i) {
-  return __bfloat162float(p[i]);
-}
-template <>
-__device__ __forceinline__ float load<__nv_fp8_e4m3>(const __nv_fp8_e4m3* p, std::size_t i) {
-  return static_cast<float>(p[i]);
-}
-template <>
-__device__ __forceinline__ float load<__nv_fp8_e5m2>(const __nv_fp8_e5m2* p, std::size_t i) {
-  return static_cast<float>(p[i]);
-}
 
 template <class T>
 __device__ __forceinline__ void store(T* p, std::size_t i, float v);
@@ -47,7 +29,7 @@ template <class S, class D>
 __global__ void convert_kernel(const S* src, D* dst, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n;
        i += std::size_t(gridDim.x) * blockDim.x)
-    store(dst, i, load(src, i));
+    store(dst, i, cuda::ld(src, static_cast<int64_t>(i)));
 }
 
 template <class S, class D>

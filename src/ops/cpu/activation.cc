@@ -41,7 +41,12 @@ namespace {
 
 using UnaryKernel = void (*)(const float*, float*, int64_t);
 
-Tensor unary(const char* op, const Tensor& x, UnaryKernel cpu::ElementwiseKernels::*which) {
+// The activation `which` (its CUDA kernel `on_gpu` when x lives on a GPU).
+Tensor unary(const char* op, const Tensor& x, UnaryKernel cpu::ElementwiseKernels::*which,
+             cuda::Activation on_gpu) {
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::activation(x, on_gpu);
+  }
   cpu::check_f32(op, "x", x);
   const UnaryKernel kernel = cpu::elementwise_kernels(cpu_isa()).*which;
   Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
@@ -53,30 +58,12 @@ Tensor unary(const char* op, const Tensor& x, UnaryKernel cpu::ElementwiseKernel
 
 }  // namespace
 
-Tensor silu(const Tensor& x) {
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::Silu);
-  }
-  return unary("silu", x, &cpu::ElementwiseKernels::silu);
-}
-Tensor gelu(const Tensor& x) {
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::Gelu);
-  }
-  return unary("gelu", x, &cpu::ElementwiseKernels::gelu);
-}
+Tensor silu(const Tensor& x) { return unary("silu", x, &cpu::ElementwiseKernels::silu, cuda::Activation::Silu); }
+Tensor gelu(const Tensor& x) { return unary("gelu", x, &cpu::ElementwiseKernels::gelu, cuda::Activation::Gelu); }
 Tensor gelu_tanh(const Tensor& x) {
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::GeluTanh);
-  }
-  return unary("gelu_tanh", x, &cpu::ElementwiseKernels::gelu_tanh);
+  return unary("gelu_tanh", x, &cpu::ElementwiseKernels::gelu_tanh, cuda::Activation::GeluTanh);
 }
-Tensor relu(const Tensor& x) {
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(x)) return cuda::activation(x, cuda::Activation::Relu);
-  }
-  return unary("relu", x, &cpu::ElementwiseKernels::relu);
-}
+Tensor relu(const Tensor& x) { return unary("relu", x, &cpu::ElementwiseKernels::relu, cuda::Activation::Relu); }
 
 Tensor silu_mul(const Tensor& gate, const Tensor& up) {
   if constexpr (cuda::kBuilt) {

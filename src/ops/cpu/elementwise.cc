@@ -64,9 +64,8 @@ void check_broadcast_shapes(const char* op, const Tensor& a, const Tensor& b) {
               "b's shape must equal the trailing dimensions of a's (e.g. a bias [N] over [T, N])");
 }
 
-// check_broadcast_shapes, and both in host memory on one device; returns b's element count (the broadcast period).
+// Both in host memory on one device (after check_broadcast_shapes); returns b's element count (the broadcast period).
 int64_t check_broadcast(const char* op, const Tensor& a, const Tensor& b) {
-  check_broadcast_shapes(op, a, b);
   cpu::check_f32(op, "a", a);
   cpu::check_f32(op, "b", b);
   cpu::check_same_device(op, "a", a, "b", b);
@@ -98,53 +97,40 @@ void broadcast_binary(const Tensor& a, const Tensor& b, const Tensor& y, BinaryK
   });
 }
 
-Tensor binary(const char* op, const Tensor& a, const Tensor& b, BinaryKernel kernel) {
+// a + b, or a ⊙ b with `multiply`: on a's GPU when it lives on one, else with the cpu kernels of this ISA.
+Tensor binary(const char* op, const Tensor& a, const Tensor& b, bool multiply) {
+  check_broadcast_shapes(op, a, b);
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(a)) return cuda::binary(op, a, b, multiply);
+  }
   check_broadcast(op, a, b);
+  const auto& kernels = cpu::elementwise_kernels(cpu_isa());
   Tensor y = Tensor::empty(a.shape(), DType::F32, a.device());
-  broadcast_binary(a, b, y, kernel);
+  broadcast_binary(a, b, y, multiply ? kernels.mul : kernels.add);
   return y;
 }
 
-void binary_inplace(const char* op, Tensor& a, const Tensor& b, BinaryKernel kernel) {
-  check_broadcast(op, a, b);
+void binary_inplace(const char* op, Tensor& a, const Tensor& b, bool multiply) {
+  check_broadcast_shapes(op, a, b);
   cpu::check_writable(op, "a", a);
   // b overlapping a is fine only when it is exactly a (element i read before written); a partial overlap would
   // read elements this op already wrote.
   if (!(b.shares_storage(a) && b.byte_offset() == a.byte_offset() && b.numel() == a.numel()))
     cpu::check_no_overlap(op, "a", a, "b", b);
-  broadcast_binary(a, b, a, kernel);
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(a)) return cuda::binary_(op, a, b, multiply);
+  }
+  check_broadcast(op, a, b);
+  const auto& kernels = cpu::elementwise_kernels(cpu_isa());
+  broadcast_binary(a, b, a, multiply ? kernels.mul : kernels.add);
 }
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  check_broadcast_shapes("add", a, b);
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(a)) return cuda::binary("add", a, b, false);
-  }
-  return binary("add", a, b, cpu::elementwise_kernels(cpu_isa()).add);
-}
-Tensor mul(const Tensor& a, const Tensor& b) {
-  check_broadcast_shapes("mul", a, b);
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(a)) return cuda::binary("mul", a, b, true);
-  }
-  return binary("mul", a, b, cpu::elementwise_kernels(cpu_isa()).mul);
-}
-void add_(Tensor& a, const Tensor& b) {
-  check_broadcast_shapes("add_", a, b);
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(a)) return cuda::binary_("add_", a, b, false);
-  }
-  binary_inplace("add_", a, b, cpu::elementwise_kernels(cpu_isa()).add);
-}
-void mul_(Tensor& a, const Tensor& b) {
-  check_broadcast_shapes("mul_", a, b);
-  if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(a)) return cuda::binary_("mul_", a, b, true);
-  }
-  binary_inplace("mul_", a, b, cpu::elementwise_kernels(cpu_isa()).mul);
-}
+Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b, /*multiply=*/false); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b, /*multiply=*/true); }
+void add_(Tensor& a, const Tensor& b) { binary_inplace("add_", a, b, /*multiply=*/false); }
+void mul_(Tensor& a, const Tensor& b) { binary_inplace("mul_", a, b, /*multiply=*/true); }
 
 Tensor scale(const Tensor& x, float s) {
   if constexpr (cuda::kBuilt) {

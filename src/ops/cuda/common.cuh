@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "../cpu/check.h"
+#include "core/cuda/float_load.cuh"
 #include "ferry/core/error.h"
 #include "ferry/core/tensor.h"
 
@@ -68,20 +69,9 @@ inline bool kernel_float(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3FN || t == DType::F8_E5M2;
 }
 
-// ---- loads as f32 ---------------------------------------------------------------------------------------------
+// ---- loads as f32: ld<T>(p, i), shared with core's conversion kernel ------------------------------------------
 
-template <class T>
-__device__ __forceinline__ float ld(const T* p, int64_t i);
-template <>
-__device__ __forceinline__ float ld<float>(const float* p, int64_t i) { return p[i]; }
-template <>
-__device__ __forceinline__ float ld<__half>(const __half* p, int64_t i) { return __half2float(p[i]); }
-template <>
-__device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-template <>
-__device__ __forceinline__ float ld<__nv_fp8_e4m3>(const __nv_fp8_e4m3* p, int64_t i) { return static_cast<float>(p[i]); }
-template <>
-__device__ __forceinline__ float ld<__nv_fp8_e5m2>(const __nv_fp8_e5m2* p, int64_t i) { return static_cast<float>(p[i]); }
+using ferry::cuda::ld;
 
 /// Calls f(T{}) with the CUDA element type of a float dtype (host side).
 template <class F>

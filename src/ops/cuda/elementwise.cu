@@ -67,10 +67,7 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, bool multiply) {
 }
 
 void binary_(const char* op, Tensor& a, const Tensor& b, bool multiply) {
-  check_broadcast(op, a, b);
-  cpu::check_writable(op, "a", a);
-  if (!(b.shares_storage(a) && b.byte_offset() == a.byte_offset() && b.numel() == a.numel()))
-    cpu::check_no_overlap(op, "a", a, "b", b);
+  check_broadcast(op, a, b);  // writability and overlap were checked by ops::add_ / mul_ (cpu/elementwise.cc)
   launch_binary(op, a, b, a, multiply);
 }
 
