@@ -20,7 +20,6 @@
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
 #include "ferry/nn/empty_weights.h"
-#include "ferry/nn/module_tensors.h"
 #include "ferry/nn/tied.h"
 #include "resident_loading.h"
 
@@ -81,15 +80,21 @@ std::vector<std::string> truly_missing(const nn::Module& model, const std::vecto
 // nothing is missing, dispatch. (big_modeling's load_checkpoint_and_dispatch does the same minus the check, which
 // must come before dispatch_model: a missing weight is otherwise reported as an obscure meta-device error there.)
 // Returns how the disk part is read (Mmap when there is none).
+// from_pretrained's keywords as the planner's: max_memory, no_split_module_classes (default: the block class).
+PlanOptions plan_options(const CausalLM& model, const FromPretrainedOptions& options) {
+  PlanOptions plan;
+  plan.max_memory = options.max_memory;
+  plan.no_split_module_classes = options.no_split_module_classes;
+  if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {model.info().block_class};
+  return plan;
+}
+
 io::OffloadIo load_and_dispatch(CausalLM& model, const std::filesystem::path& folder,
                                 const FromPretrainedOptions& options, DType dtype) {
   DeviceMap map;
   OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    PlanOptions plan;
-    plan.max_memory = options.max_memory;
-    plan.no_split_module_classes = options.no_split_module_classes;
-    if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {model.info().block_class};
+    PlanOptions plan = plan_options(model, options);
     plan.dtype = dtype;
     // Direct disk reads: the staging pool is reserved from the cpu budget (unless the caller brings a reader).
     OffloadPlan planned = plan_with_offload_io(model, parse_device_map_mode(*mode), plan,
@@ -142,35 +147,14 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
     auto guard = nn::init_empty_weights();
     model = AutoModelForCausalLM::from_config(config, dtype);
   }
-  const io::StateDict tensors = gguf_state_dict(file, config, dtype);
-  std::vector<std::string> unexpected;
-  std::set<std::string> wanted;
-  for (const auto& [name, t] : model->state_dict()) wanted.insert(name);
-  for (const auto& [name, t] : tensors) {
-    if (!wanted.count(name)) {
-      unexpected.push_back(name);
-      continue;
-    }
-    nn::set_module_tensor_to_device(*model, name, Device::cpu(), t);
-  }
-  std::vector<std::string> missing;
-  for (const auto& [name, t] : model->state_dict())
-    if (t.is_meta() && name.find("rotary_emb") == std::string::npos) missing.push_back(name);
-  if (!missing.empty())
-    throw Error("the GGUF file lacks " + std::to_string(missing.size()) + " tensor(s) " + model->type_name() +
-                    " needs: " + list_for_error(missing),
-                path.string(), "is it a complete text model? (ferry reads llama and qwen2 GGUF files)");
-  if (!unexpected.empty())
-    log_warning("{}: {} tensor(s) are not used by {}: {}", path.string(), unexpected.size(), model->type_name(),
-                list_for_error(unexpected));
+  detail::ResidentLoader loader(*model);
+  for (const auto& [name, t] : gguf_state_dict(file, config, dtype)) loader.place(name, t, path.string());
+  loader.finish(path.string(), "is it a complete text model? (ferry reads llama and qwen2 GGUF files)");
   if (is_resident_cpu_map(options.device_map)) return model;
   DeviceMap map;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    PlanOptions plan;
-    plan.max_memory = options.max_memory;
-    plan.no_split_module_classes = options.no_split_module_classes;
-    if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {model->info().block_class};
-    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan, io::OffloadIo::Mmap, options.prefetch)
+    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(*model, options), io::OffloadIo::Mmap,
+                               options.prefetch)
               .device_map;
   } else {
     map = std::get<DeviceMap>(options.device_map);

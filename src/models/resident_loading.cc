@@ -4,8 +4,6 @@
 
 #include <string>
 #include <string_view>
-#include <unordered_set>
-#include <vector>
 
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
@@ -26,12 +24,44 @@ bool is_stale_buffer(std::string_view key) {
 
 }  // namespace
 
-void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files, const LoadProgressCallback& on_progress) {
-  const std::string prefix = model.info().base_model_prefix + ".";
-  std::unordered_set<std::string> expected;  // parameters and persistent buffers, tied ones under every name
-  for (const auto& [name, tensor] : model.state_dict()) expected.insert(name);
+ResidentLoader::ResidentLoader(CausalLM& model)
+    : model_(model), prefix_(model.info().base_model_prefix + ".") {
+  for (const auto& [name, tensor] : model.state_dict()) expected_.insert(name);
+}
 
-  std::vector<std::string> unexpected;
+void ResidentLoader::place(const std::string& key, const Tensor& value, const std::string& where) {
+  std::string name = key;
+  // A checkpoint of the bare base model (GPT2Model) names "h.0..." what the LM head model calls "transformer.h.0...".
+  if (!expected_.count(name) && expected_.count(prefix_ + key)) name = prefix_ + key;
+  if (!expected_.count(name)) {
+    if (!is_stale_buffer(key)) unexpected_.push_back(key);
+    return;
+  }
+  try {
+    nn::set_module_tensor_to_device(model_, name, Device::cpu(), value);
+  } catch (const Error& e) {
+    throw Error(e.problem(), where + ": " + key, "Are config.json and the weights from the same model?");
+  }
+}
+
+void ResidentLoader::finish(const std::string& source, const std::string& hint) const {
+  std::vector<std::string> missing;
+  for (const auto& [name, tensor] : model_.state_dict()) {
+    if (tensor.is_meta()) missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    throw Error("the checkpoint lacks " + std::to_string(missing.size()) + " tensor(s) " + model_.type_name() +
+                    " needs: " + list_for_error(missing),
+                source, hint);
+  }
+  if (!unexpected_.empty()) {
+    log_warning("{}: {} checkpoint tensor(s) are not used by {}: {}", source, unexpected_.size(), model_.type_name(),
+                list_for_error(unexpected_));
+  }
+}
+
+void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files, const LoadProgressCallback& on_progress) {
+  ResidentLoader loader(model);
   LoadProgress progress;
   progress.shard_count = files.shards.size();
   if (on_progress)
@@ -46,37 +76,12 @@ void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files, co
       progress.bytes_done += value.nbytes();
       ++progress.tensors_done;
       if (on_progress) on_progress(progress);
-      std::string name = key;
-      // A checkpoint of the bare base model (GPT2Model) names "h.0..." what the LM head model calls "transformer.h.0...".
-      if (!expected.count(name) && expected.count(prefix + key)) name = prefix + key;
-      if (!expected.count(name)) {
-        if (!is_stale_buffer(key)) unexpected.push_back(key);
-        continue;
-      }
-      try {
-        nn::set_module_tensor_to_device(model, name, Device::cpu(), value);
-      } catch (const Error& e) {
-        throw Error(e.problem(), shard.filename().string() + ": " + key,
-                    "Are config.json and the weights from the same model?");
-      }
+      loader.place(key, value, progress.shard_name);
     }
   }
-
-  std::vector<std::string> missing;
-  for (const auto& [name, tensor] : model.state_dict()) {
-    if (tensor.is_meta()) missing.push_back(name);
-  }
-  if (!missing.empty()) {
-    throw Error("the checkpoint lacks " + std::to_string(missing.size()) + " tensor(s) " + model.type_name() +
-                    " needs: " + list_for_error(missing),
-                files.folder.string(),
+  loader.finish(files.folder.string(),
                 "Are config.json and the weights from the same model? (transformers would initialise them randomly; "
                 "ferry refuses.)");
-  }
-  if (!unexpected.empty()) {
-    log_warning("{}: {} checkpoint tensor(s) are not used by {}: {}", files.folder.string(), unexpected.size(),
-                model.type_name(), list_for_error(unexpected));
-  }
 }
 
 }  // namespace ferry::models::detail

@@ -5,11 +5,35 @@
 // checkpoints of the bare base model and skips stale buffers silently, and refuses missing weights outright.
 #pragma once
 
+#include <string>
+#include <unordered_set>
+#include <vector>
+
 #include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/models/causal_lm.h"
 
 namespace ferry::models::detail {
+
+/// Places checkpoint tensors, one by one, into a skeleton that stays on the cpu, and checks the result. Keys
+/// without the base_model_prefix ("h.0.attn.c_attn.weight" for a GPT2LMHeadModel) are matched with it; stale
+/// buffers are skipped silently, other unknown keys collected.
+class ResidentLoader {
+ public:
+  explicit ResidentLoader(CausalLM& model);
+  /// Sets the tensor `key` names to `value` (cast to the skeleton's dtype). `where` names the source in errors
+  /// (a shard, a GGUF file). Throws ferry::Error naming key and source for a shape mismatch.
+  void place(const std::string& key, const Tensor& value, const std::string& where);
+  /// Throws ferry::Error listing every tensor still on meta (naming `source`, with `hint`); warns once about the
+  /// unexpected keys.
+  void finish(const std::string& source, const std::string& hint) const;
+
+ private:
+  CausalLM& model_;
+  std::string prefix_;
+  std::unordered_set<std::string> expected_;  // parameters and persistent buffers, tied ones under every name
+  std::vector<std::string> unexpected_;
+};
 
 /// Fills every parameter and persistent buffer of `model` (built under init_empty_weights, parameters already of
 /// the target dtype) from `files`, shard by shard. safetensors tensors already of the target dtype stay zero-copy
