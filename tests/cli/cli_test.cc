@@ -359,9 +359,10 @@ TEST_F(FerryCli, GgufFilesWorkLikeFolders) {
   if (!fs::exists(converter / "convert_hf_to_gguf.py") || !fs::exists(python))
     GTEST_SKIP() << "no reference venv with llama.cpp's converter (scripts/venv)";
   const fs::path gguf = dir_ / "demo.f32.gguf";
-  const std::string convert = python.string() + " " + FERRY_SOURCE_DIR "/tests/reference/gguf_convert.py " +
-                              converter.string() + " " + model_.string() + " " + gguf.string() + " f32 > /dev/null 2>&1";
-  ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
+  ASSERT_EQ(ferry::test::run_reference_script(python, "gguf_convert.py",
+                                       {converter.string(), model_.string(), gguf.string(), "f32"},
+                                       dir_ / "gguf-convert.log"),
+            "");
   CliRun inspect = ferry("inspect " + gguf.string());
   ASSERT_EQ(inspect.code, 0) << inspect.err;
   EXPECT_CONTAINS(inspect.out, "GGUF file");

@@ -80,9 +80,9 @@ TEST(Dequantize, BitExactWithTheGgufPackage) {
   auto python = test::reference_python(FERRY_SOURCE_DIR);
   if (!python) GTEST_SKIP() << "no reference venv (scripts/venv)";
   test::TempDir dir;
-  const std::string cmd = python->string() + " " + FERRY_SOURCE_DIR "/tests/reference/gguf_oracle.py blocks " +
-                          dir.path().string();
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(test::run_reference_script(*python, "gguf_oracle.py", {"blocks", dir.path().string()},
+                                       dir.path() / "oracle.log"),
+            "");
   struct Case {
     const char* name;
     GgmlType type;

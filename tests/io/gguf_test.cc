@@ -231,9 +231,9 @@ TEST(Gguf, ReadsWhatLlamaCppsGgufPackageWrites) {
   auto python = test::reference_python(FERRY_SOURCE_DIR);
   if (!python) GTEST_SKIP() << "no reference venv (scripts/venv)";
   test::TempDir dir;
-  const std::string cmd = python->string() + " " + FERRY_SOURCE_DIR "/tests/reference/gguf_oracle.py file " +
-                          dir.path().string();
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(test::run_reference_script(*python, "gguf_oracle.py", {"file", dir.path().string()},
+                                       dir.path() / "oracle.log"),
+            "");
   GgufFile f = GgufFile::open(dir.path() / "oracle.gguf");
   EXPECT_EQ(f.require_string("general.architecture"), "llama");
   EXPECT_EQ(f.get_int("t.u8"), 200);

@@ -73,10 +73,9 @@ void expect_like_llama_cpp(const nlohmann::json& want, CausalLM& model, const st
 
 nlohmann::json run_llama_cpp(const fs::path& python, const fs::path& gguf, const fs::path& dir, const std::string& type) {
   const fs::path out = dir / ("llama_cpp" + (type.empty() ? "" : "." + type) + ".json");
-  const std::string cmd = python.string() + " " + FERRY_SOURCE_DIR "/tests/reference/llama_cpp_oracle.py " +
-                          gguf.string() + " " + out.string() + (type.empty() ? "" : " " + type) + " > " +
-                          out.string() + ".log 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<std::string> args{gguf.string(), out.string()};
+  if (!type.empty()) args.push_back(type);
+  EXPECT_EQ(test::run_reference_script(python, "llama_cpp_oracle.py", args, out.string() + ".log"), "");
   std::ifstream in(out);
   return nlohmann::json::parse(in);
 }
@@ -84,10 +83,10 @@ nlohmann::json run_llama_cpp(const fs::path& python, const fs::path& gguf, const
 // transformers' logits and greedy ids for `prompts` on `gguf` (exact f32 arithmetic, like ferry's).
 nlohmann::json run_transformers(const fs::path& python, const fs::path& gguf, const fs::path& out,
                                 const nlohmann::json& prompts, int steps) {
-  const std::string cmd = python.string() + " " + FERRY_SOURCE_DIR "/tests/reference/hf_gguf_oracle.py " +
-                          gguf.string() + " " + out.string() + " '" + prompts.dump() + "' " + std::to_string(steps) +
-                          " > " + out.string() + ".log 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(test::run_reference_script(python, "hf_gguf_oracle.py",
+                                       {gguf.string(), out.string(), prompts.dump(), std::to_string(steps)},
+                                       out.string() + ".log"),
+            "");
   std::ifstream in(out);
   return nlohmann::json::parse(in);
 }

@@ -48,10 +48,10 @@ class GgufOracle : public ::testing::Test {
   }
   fs::path convert(const fs::path& folder, const std::string& outtype) {
     const fs::path out = folder.parent_path() / (folder.filename().string() + "." + outtype + ".gguf");
-    const std::string cmd = python_->string() + " " + FERRY_SOURCE_DIR "/tests/reference/gguf_convert.py " +
-                            converter_.string() + " " + folder.string() + " " + out.string() + " " + outtype +
-                            " > " + out.string() + ".log 2>&1";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    EXPECT_EQ(test::run_reference_script(*python_, "gguf_convert.py",
+                                         {converter_.string(), folder.string(), out.string(), outtype},
+                                         out.string() + ".log"),
+              "");
     return out;
   }
   std::optional<fs::path> python_;

@@ -56,6 +56,14 @@ std::optional<fs::path> reference_python(const fs::path& source_dir) {
   return std::nullopt;
 }
 
+std::string run_reference_script(const fs::path& python, const std::string& script,
+                                 const std::vector<std::string>& args, const fs::path& log) {
+  std::string cmd = python.string() + " " + FERRY_SOURCE_DIR "/tests/reference/" + script;
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " > '" + log.string() + "' 2>&1";
+  return std::system(cmd.c_str()) == 0 ? std::string() : cmd;
+}
+
 namespace {
 
 std::string read_file(const fs::path& p) {

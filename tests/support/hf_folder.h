@@ -39,6 +39,11 @@ class TempDir {
 /// that file does not exist (tests then GTEST_SKIP, saying how to create it: scripts/venv).
 std::optional<std::filesystem::path> reference_python(const std::filesystem::path& source_dir);
 
+/// Runs tests/reference/`script` with `python` and `args` (each single-quoted for the shell), its output into
+/// `log`. Returns "" when it exits 0, else the command line, for the test's failure message.
+std::string run_reference_script(const std::filesystem::path& python, const std::string& script,
+                                 const std::vector<std::string>& args, const std::filesystem::path& log);
+
 /// One folder for hf_make_folder.py.
 struct HfCase {
   std::string name;          // folder name
