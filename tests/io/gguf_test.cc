@@ -211,7 +211,7 @@ TEST(Gguf, MalformedFilesAreErrorsThatSayWhatIsWrong) {
       {"removed ggml type", builder([](auto& g) { g.tensors[0].type = 4; }), "unknown ggml type 4"},
       {"partial block", builder([](auto& g) { g.tensors[1].dims = {33, 1}; }), "not a whole number of q8_0 blocks"},
       {"misaligned offset", builder([](auto& g) { g.tensors[1].offset = 40; }), "not a multiple of the alignment"},
-      {"data past the end", bytes_edit([](auto& b) { b.resize(b.size() - 3); }), "run past the end"},
+      {"data past the end", bytes_edit([](auto& b) { b.erase(b.end() - 3, b.end()); }), "run past the end"},
       {"overlapping tensors", builder([](auto& g) { g.tensors[1].offset = 0; }), "overlaps"},
       {"dimensions overflow", builder([](auto& g) { g.tensors[0].dims = {uint64_t(1) << 40, uint64_t(1) << 40}; }), "overflow"},
   };
