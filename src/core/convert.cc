@@ -13,6 +13,8 @@
 
 #include "convert_kernels.h"
 #include "ferry/core/cpu_features.h"
+#include "ferry/core/error.h"
+#include "ferry/core/quant.h"
 #include "ferry/core/thread_pool.h"
 
 namespace ferry {
@@ -239,7 +241,7 @@ void store_double(const double* in, DType t, std::size_t n, void* dst, bool satu
 void convert_chunk(const uint8_t* src, DType st, uint8_t* dst, DType dt, std::size_t n, bool saturate) {
   constexpr std::size_t kChunk = 1024;
   const std::size_t ss = dtype_size(st), ds = dtype_size(dt);
-  const bool avx2 = cpu_isa() == Isa::AVX2;
+  const bool avx2 = cpu_isa() >= Isa::AVX2;
   // Fast paths.
   if (st == DType::F16 && dt == DType::F32) {
     if (avx2) return detail::f16_to_f32_avx2(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), n);
@@ -314,12 +316,41 @@ uint16_t f32_to_bf16(float f) noexcept {
   return static_cast<uint16_t>(u >> 16);
 }
 
+namespace {
+
+// Conversions from or to a quantized type go through f32 in chunks of whole blocks: dequantize (or convert) a
+// chunk of the source to f32, then quantize (or convert) it to the target.
+void convert_quantized(const uint8_t* src, DType st, uint8_t* dst, DType dt, std::size_t n, bool saturate) {
+  const int64_t block = std::max(dtype_block_size(st), dtype_block_size(dt));
+  if (n % static_cast<std::size_t>(block) != 0)
+    throw Error(std::to_string(n) + " elements are not a whole number of blocks of " + std::to_string(block), "",
+                std::string("converting ") + std::string(dtype_name(st)) + " to " + std::string(dtype_name(dt)));
+  constexpr int64_t kChunk = 4096;  // a multiple of every block size
+  const auto total = static_cast<int64_t>(n);
+  parallel_for(0, (total + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    std::vector<float> tmp(static_cast<std::size_t>(kChunk));
+    for (int64_t i = c0 * kChunk; i < std::min(c1 * kChunk, total); i += kChunk) {
+      const int64_t m = std::min(kChunk, total - i);
+      const uint8_t* s = src + dtype_nbytes(st, i);
+      uint8_t* d = dst + dtype_nbytes(dt, i);
+      if (is_quantized(st)) dequantize(*ggml_type_of(st), s, tmp.data(), m);
+      else convert_chunk(s, st, reinterpret_cast<uint8_t*>(tmp.data()), DType::F32, static_cast<std::size_t>(m), false);
+      if (is_quantized(dt)) quantize(*ggml_type_of(dt), tmp.data(), d, m);
+      else convert_chunk(reinterpret_cast<const uint8_t*>(tmp.data()), DType::F32, d, dt, static_cast<std::size_t>(m), saturate);
+    }
+  });
+}
+
+}  // namespace
+
 void convert(const void* src, DType st, void* dst, DType dt, std::size_t n, bool saturate) {
   if (n == 0) return;
   if (st == dt) {
-    if (src != dst) std::memcpy(dst, src, n * dtype_size(st));
+    if (src != dst) std::memcpy(dst, src, dtype_nbytes(st, static_cast<int64_t>(n)));
     return;
   }
+  if (is_quantized(st) || is_quantized(dt))
+    return convert_quantized(static_cast<const uint8_t*>(src), st, static_cast<uint8_t*>(dst), dt, n, saturate);
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   const std::size_t ss = dtype_size(st), ds = dtype_size(dt);

@@ -1,4 +1,4 @@
-// AVX2/F16C conversion kernels (convert_avx2.cc); call only when cpu_isa() == Isa::AVX2.
+// AVX2/F16C conversion kernels (convert_avx2.cc); call only when cpu_isa() >= Isa::AVX2.
 #pragma once
 
 #include <cstddef>

@@ -27,10 +27,28 @@ bool detect_avx2() noexcept {
 #endif
 }
 
+bool detect_avx512() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return detect_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+Isa best_isa() noexcept {
+  static const Isa best = detect_avx512() ? Isa::AVX512 : detect_avx2() ? Isa::AVX2 : Isa::Scalar;
+  return best;
+}
+
 Isa initial_isa() noexcept {
   const char* env = std::getenv("FERRY_ISA");
+  const Isa best = best_isa();
   if (env && std::string(env) == "scalar") return Isa::Scalar;
-  return detect_avx2() ? Isa::AVX2 : Isa::Scalar;
+  if (env && std::string(env) == "avx2" && best >= Isa::AVX2) return Isa::AVX2;
+  return best;
 }
 
 std::atomic<Isa>& current() {
@@ -40,10 +58,7 @@ std::atomic<Isa>& current() {
 
 }  // namespace
 
-bool cpu_supports(Isa isa) noexcept {
-  static const bool avx2 = detect_avx2();
-  return isa == Isa::Scalar || (isa == Isa::AVX2 && avx2);
-}
+bool cpu_supports(Isa isa) noexcept { return isa <= best_isa(); }
 
 Isa cpu_isa() noexcept { return current().load(std::memory_order_relaxed); }
 
@@ -55,9 +70,16 @@ void set_cpu_isa(Isa isa) {
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out{Isa::Scalar};
   if (cpu_supports(Isa::AVX2)) out.push_back(Isa::AVX2);
+  if (cpu_supports(Isa::AVX512)) out.push_back(Isa::AVX512);
   return out;
 }
 
-std::string_view isa_name(Isa isa) noexcept { return isa == Isa::AVX2 ? "avx2" : "scalar"; }
+std::string_view isa_name(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::AVX512: return "avx512";
+    case Isa::AVX2: return "avx2";
+    default: return "scalar";
+  }
+}
 
 }  // namespace ferry

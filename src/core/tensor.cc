@@ -30,13 +30,28 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
+namespace {
+
+// A quantized tensor's rows are whole blocks: its last dimension is a multiple of the block size.
+void check_blocks(const Shape& shape, DType dtype) {
+  const int64_t block = dtype_block_size(dtype);
+  if (block == 1) return;
+  if (shape.empty() || shape.back() % block != 0)
+    throw Error("a " + std::string(dtype_name(dtype)) + " tensor needs a last dimension that is a multiple of " +
+                    std::to_string(block) + ", got shape " + shape_str(shape),
+                "", "quantize only weights whose rows are whole blocks; keep the others in a float dtype");
+}
+
+}  // namespace
+
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, std::size_t byte_offset, Shape shape, DType dtype) {
   Tensor t;
   t.numel_ = shape_numel(shape);
+  check_blocks(shape, dtype);
   const auto esize = dtype_size(dtype);
   if (static_cast<uint64_t>(t.numel_) > std::numeric_limits<uint64_t>::max() / esize)
     throw Error("shape " + shape_str(shape) + " is too large");
-  const std::size_t need = static_cast<std::size_t>(t.numel_) * esize;
+  const std::size_t need = dtype_nbytes(dtype, t.numel_);
   if (byte_offset > storage->nbytes() || need > storage->nbytes() - byte_offset)
     throw Error("tensor of shape " + shape_str(shape) + " " + std::string(dtype_name(dtype)) + " (" +
                 std::to_string(need) + " bytes at offset " + std::to_string(byte_offset) +
@@ -50,10 +65,11 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, std::size_t byte_o
 
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   const int64_t n = shape_numel(shape);
+  check_blocks(shape, dtype);
   const auto esize = dtype_size(dtype);
   if (static_cast<uint64_t>(n) > std::numeric_limits<uint64_t>::max() / esize)
     throw Error("shape " + shape_str(shape) + " is too large");
-  return from_storage(Storage::allocate(device, static_cast<std::size_t>(n) * esize), 0, std::move(shape), dtype);
+  return from_storage(Storage::allocate(device, dtype_nbytes(dtype, n)), 0, std::move(shape), dtype);
 }
 
 Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
@@ -69,6 +85,7 @@ Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::full(Shape shape, double value, DType dtype, Device device) {
+  if (is_quantized(dtype)) return full(std::move(shape), value, DType::F32, Device::cpu()).to(dtype).to(device);
   Tensor host = empty(std::move(shape), dtype, Device::cpu());
   if (host.numel() > 0) {
     convert(&value, DType::F64, host.raw_data(), dtype, 1);
@@ -171,6 +188,9 @@ void Tensor::copy_from(const Tensor& src) {
 
 Tensor Tensor::slice(int64_t start, int64_t end) const {
   if (shape_.empty()) throw Error("cannot slice a 0-d tensor");
+  if (is_quantized(dtype_) && shape_.size() == 1)
+    throw Error("cannot slice the elements of a 1-D " + std::string(dtype_name(dtype_)) + " tensor", "",
+                "slice whole rows of a 2-D tensor, or dequantize it first with .to(DType::F32)");
   if (start < 0 || end < start || end > shape_[0])
     throw Error("slice [" + std::to_string(start) + ", " + std::to_string(end) + ") out of range for shape " +
                 shape_str(shape_));
@@ -204,6 +224,7 @@ Tensor Tensor::reshape(Shape shape) const {
     known = numel_;
   }
   if (known != numel_) throw Error("cannot reshape " + shape_str(shape_) + " into " + shape_str(shape));
+  check_blocks(shape, dtype_);
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;

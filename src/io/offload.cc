@@ -171,7 +171,7 @@ Tensor load_offloaded_weight(const fs::path& weight_file, const OffloadEntry& in
   const Shape& shape = *info.shape;
   auto file = MappedFile::open(weight_file);
   // 0-d tensors are stored as one element (numpy memmaps cannot be 0-d).
-  const std::size_t want = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const std::size_t want = dtype_nbytes(dtype, shape_numel(shape));
   if (file->size() != want)
     throw Error("file holds " + std::to_string(file->size()) + " bytes, but the index says " + shape_str(shape) +
                     " " + std::string(numpy_dtype_name(dtype)) + " (" + std::to_string(want) + " bytes)",

@@ -56,7 +56,7 @@ OffloadedWeightsLoader::DiskTensor OffloadedWeightsLoader::locate(const std::str
   if (save_folder_.empty()) throw Error("weight is offloaded to disk but no offload folder was given", key);
   if (!info.dtype || !info.shape) throw Error("offload entry lacks a dtype or shape", key);
   const fs::path file = save_folder_ / (key + ".dat");
-  const std::uint64_t want = static_cast<std::uint64_t>(shape_numel(*info.shape)) * dtype_size(*info.dtype);
+  const std::uint64_t want = dtype_nbytes(*info.dtype, shape_numel(*info.shape));
   std::error_code ec;
   const std::uint64_t size = fs::file_size(file, ec);
   if (ec) throw Error("cannot read the offloaded weight: " + ec.message(), file.string());

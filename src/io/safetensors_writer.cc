@@ -21,6 +21,9 @@ Tensor host_bytes(const Tensor& t, const std::string& name, const std::filesyste
   if (t.is_meta())
     throw Error("meta tensor has no data to write", path.string() + ": " + name,
                 "load or materialise its weights before saving");
+  if (is_quantized(t.dtype()))
+    throw Error("safetensors has no " + std::string(dtype_name(t.dtype())) + " dtype", path.string() + ": " + name,
+                "save quantized weights as GGUF (ferry quantize), or dequantize with .to(DType::F32) first");
   return t.device().is_host_addressable() ? t : t.to(Device::cpu());
 }
 

@@ -431,7 +431,7 @@ struct StagedReader::Impl {
     r->buf = nullptr;
     Tensor t = Tensor::from_storage(std::move(storage), r->head, shape, dtype);
     // Typed kernels must not see a misaligned pointer (a hand-made safetensors file may not align its tensors).
-    if (r->head % dtype_size(dtype) != 0) return t.clone();
+    if (!is_quantized(dtype) && r->head % dtype_size(dtype) != 0) return t.clone();
     return t;
   }
 };
@@ -458,7 +458,7 @@ bool StagedReader::prefetch(const FileRange& range) noexcept {
 }
 
 Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtype) {
-  const std::size_t want = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const std::size_t want = dtype_nbytes(dtype, shape_numel(shape));
   if (want != range.length)
     throw Error("the range holds " + std::to_string(range.length) + " bytes, but " + shape_str(shape) + " " +
                     std::string(dtype_name(dtype)) + " needs " + std::to_string(want),

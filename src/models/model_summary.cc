@@ -16,7 +16,7 @@ void add_tensor(ModelSummary& s, CheckpointShardInfo& shard, std::string name, D
   CheckpointTensorInfo t;
   t.name = std::move(name);
   t.dtype = dtype;
-  t.nbytes = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype);
+  t.nbytes = dtype_nbytes(dtype, shape_numel(shape));
   t.shape = std::move(shape);
   t.file = shard.file;
   shard.tensor_count += 1;

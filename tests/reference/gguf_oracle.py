@@ -3,9 +3,12 @@ tests/io/gguf_test.cc.
 
     gguf_oracle.py blocks OUT_DIR     random blocks of every quantized type + gguf.quants.dequantize of them
     gguf_oracle.py file OUT_DIR       a GGUF written by gguf.GGUFWriter + a JSON of what it holds
+    gguf_oracle.py quantize OUT_DIR   random f32 rows + gguf.quants.quantize of them to q8_0, q4_0, q4_1, q5_0, q5_1
 
 Blocks: OUT_DIR/<type>.blocks (raw bytes) and OUT_DIR/<type>.f32 (the expected floats, little-endian). The f16
 scale fields are drawn finite (random bytes elsewhere), so every value is a number.
+Quantize: OUT_DIR/quantize.f32 (the input: 64 blocks of 32, some all-zero or with repeated extremes) and
+OUT_DIR/<type>.quantized (the expected bytes).
 """
 import json
 import os
@@ -35,6 +38,20 @@ def blocks(out):
         name = qt.name.lower()
         raw.tofile(os.path.join(out, name + ".blocks"))
         values.tofile(os.path.join(out, name + ".f32"))
+
+
+def quantize(out):
+    rng = np.random.default_rng(20261202)
+    x = rng.normal(0, 1, size=(64, 32)).astype(np.float32)
+    x[1] = 0.0                      # an all-zero block: scale 0
+    x[2, :] = 0.5                   # constant block
+    x[3, 5] = -x[3].__abs__().max() - 1.0  # the largest magnitude negative
+    x[4] *= 1e-3
+    x[5] = np.round(x[5] * 4) / 4   # values on quarter steps: rounding ties
+    x.reshape(-1).tofile(os.path.join(out, "quantize.f32"))
+    for qt in (Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1):
+        q = gguf.quants.quantize(x, qt)
+        np.asarray(q, dtype=np.uint8).reshape(-1).tofile(os.path.join(out, qt.name.lower() + ".quantized"))
 
 
 def file(out):
@@ -77,4 +94,4 @@ def file(out):
 
 
 if __name__ == "__main__":
-    {"blocks": blocks, "file": file}[sys.argv[1]](sys.argv[2])
+    {"blocks": blocks, "file": file, "quantize": quantize}[sys.argv[1]](sys.argv[2])

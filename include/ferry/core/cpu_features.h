@@ -3,7 +3,9 @@
 // x86-64. The ISAs built:
 //   Scalar  always: the fallback and the test oracle.
 //   AVX2    AVX2 + FMA + F16C (Haswell, 2013, and later): 8-wide f32, hardware f16 conversion.
-// FERRY_ISA=scalar forces the scalar path (for tests and bug reports); set_cpu_isa does the same in code.
+//   AVX512  AVX2's set plus AVX-512 F/BW/VL/DQ and VNNI (Ice Lake, Zen 4 and later): files named *_avx512.cc.
+//           Kernels without an AVX-512 version run their AVX2 one (isa >= Isa::AVX2).
+// FERRY_ISA=scalar|avx2 caps the ISA (for tests, comparisons and bug reports); set_cpu_isa does the same in code.
 #pragma once
 
 #include <string_view>
@@ -11,7 +13,7 @@
 
 namespace ferry {
 
-enum class Isa { Scalar, AVX2 };
+enum class Isa { Scalar, AVX2, AVX512 };  // ordered: each includes the previous
 
 bool cpu_supports(Isa isa) noexcept;
 /// The ISA kernels use now: the best supported one, unless overridden.

@@ -4,6 +4,8 @@
 // Devices: cpu and virt:N tensors are host-addressable; a meta tensor has shape and dtype only (no bytes);
 // cuda:N tensors go through the CUDA backend. Moving off meta without data is an error, as in Accelerate.
 // Views (slice/select/reshape) share storage. Not synchronised: share a Tensor across threads read-only.
+// Quantized tensors (q8_0 ... q6_k, see dtype.h) hold whole blocks per row: their last dimension is a multiple of
+// the block size, slices take whole rows, to(DType) (de)quantizes, and nbytes() counts blocks.
 #pragma once
 
 #include <cstddef>
@@ -69,7 +71,7 @@ class Tensor {
   DType dtype() const noexcept { return dtype_; }
   Device device() const noexcept { return storage_ ? storage_->device() : Device::meta(); }
   bool is_meta() const noexcept { return device().is_meta(); }
-  std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+  std::size_t nbytes() const noexcept { return dtype_nbytes(dtype_, numel_); }
   const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
   std::size_t byte_offset() const noexcept { return offset_; }
   bool read_only() const noexcept { return storage_ && storage_->read_only(); }

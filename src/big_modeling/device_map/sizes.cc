@@ -23,10 +23,11 @@ void ModuleSizes::add(const std::string& name, int64_t bytes) {
 
 namespace {
 
-// numel × dtype_byte_size, with bool's 1/8 byte rounded up to whole bytes per tensor.
+// numel × dtype_byte_size, with bool's 1/8 byte rounded up to whole bytes per tensor (and quantized types counted
+// in whole blocks).
 int64_t bytes_of(int64_t numel, DType t) {
   if (t == DType::Bool) return (numel + 7) / 8;
-  return numel * static_cast<int64_t>(dtype_size(t));
+  return static_cast<int64_t>(dtype_nbytes(t, numel));
 }
 
 }  // namespace

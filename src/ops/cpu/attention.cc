@@ -36,7 +36,7 @@ void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, cons
 
 }  // namespace scalar
 
-AttendFn attend_kernel(Isa isa) { return isa == Isa::AVX2 ? avx2::attend : scalar::attend; }
+AttendFn attend_kernel(Isa isa) { return isa >= Isa::AVX2 ? avx2::attend : scalar::attend; }
 
 }  // namespace cpu
 

@@ -36,7 +36,7 @@ const ElementwiseKernels& elementwise_kernels(Isa isa) {
                                     scalar::gelu_tanh, scalar::relu, scalar::silu_mul};
   static const ElementwiseKernels v{avx2::add,       avx2::mul,  avx2::scale,   avx2::silu, avx2::gelu,
                                     avx2::gelu_tanh, avx2::relu, avx2::silu_mul};
-  return isa == Isa::AVX2 ? v : s;
+  return isa >= Isa::AVX2 ? v : s;
 }
 
 void parallel_elements(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {

@@ -1,10 +1,11 @@
 // Embedding lookup on cpu (see gather.h): every id is validated before any row is copied, then rows of any float
-// dtype are converted to f32 with the ISA's converter, in parallel when there are many.
+// dtype are converted to f32 with the ISA's converter (quantized rows dequantized), in parallel when there are many.
 #include <fmt/format.h>
 
 #include "check.h"
 #include "ops/cuda_ops.h"
 #include "ferry/core/cpu_features.h"
+#include "ferry/core/quant.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/gather.h"
 #include "to_f32.h"
@@ -15,7 +16,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   if constexpr (cuda::kBuilt) {
     if (cuda::on_gpu(weight)) return cuda::embedding(weight, ids);
   }
-  cpu::check_float("embedding", "weight", weight);
+  if (!is_quantized(weight.dtype())) cpu::check_float("embedding", "weight", weight);
   if (weight.dim() != 2) cpu::fail("embedding", cpu::describe("weight", weight) + " must be [vocab, dim]");
   cpu::check_host("embedding", "ids", ids);
   cpu::check_same_device("embedding", "weight", weight, "ids", ids);
@@ -36,13 +37,18 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   shape.push_back(D);
   Tensor out = Tensor::empty(shape, DType::F32, weight.device());
   if (n == 0 || D == 0) return out;
-  const auto to_f32 = cpu_isa() == Isa::AVX2 ? cpu::to_f32_avx2 : cpu::to_f32_scalar;
+  const auto to_f32 = cpu_isa() >= Isa::AVX2 ? cpu::to_f32_avx2 : cpu::to_f32_scalar;
   const DType wt = weight.dtype();
-  const std::size_t row_bytes = static_cast<std::size_t>(D) * dtype_size(wt);
+  const std::size_t row_bytes = dtype_nbytes(wt, D);
   const auto* wp = static_cast<const char*>(weight.raw_data());
   float* op = out.data<float>();
+  const auto ggml = is_quantized(wt) ? ggml_type_of(wt) : std::nullopt;
   parallel_for(0, n, std::max<int64_t>(1, 16384 / D), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) to_f32(wt, wp + static_cast<std::size_t>(rows[i]) * row_bytes, op + i * D, D);
+    for (int64_t i = i0; i < i1; ++i) {
+      const char* row = wp + static_cast<std::size_t>(rows[i]) * row_bytes;
+      if (ggml) dequantize(*ggml, row, op + i * D, D);  // quantized rows: dequantized exactly as ggml does
+      else to_f32(wt, row, op + i * D, D);
+    }
   });
   return out;
 }

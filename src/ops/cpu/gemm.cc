@@ -13,6 +13,7 @@
 #include <memory>
 #include <new>
 
+#include "ferry/core/quant.h"
 #include "ferry/core/thread_pool.h"
 #include "linear_kernels.h"
 #include "to_f32.h"
@@ -38,6 +39,17 @@ void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, in
 void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel) {
   const std::size_t esize = dtype_size(wt);
   float row[kKC];
+  if (is_quantized(wt)) {  // k0 and kc are whole blocks: kKC is a multiple of every block size, and so is K
+    const std::size_t row_bytes = dtype_nbytes(wt, K);
+    const auto type = *ggml_type_of(wt);
+    for (int j = 0; j < kNR; ++j) {
+      if (j < rows)
+        dequantize(type, static_cast<const char*>(w) + static_cast<std::size_t>(n0 + j) * row_bytes + dtype_nbytes(wt, k0),
+                   row, kc);
+      for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = j < rows ? row[k] : 0.0f;
+    }
+    return;
+  }
   for (int j = 0; j < kNR; ++j) {
     if (j >= rows) {
       for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = 0.0f;
@@ -111,10 +123,9 @@ class RowPrefetcher {
   RowPrefetcher() = default;
   RowPrefetcher(const GemmRhs& rhs, int64_t N, int64_t K, int64_t n0, int64_t nc, int64_t k0) {
     if (!rhs.rows_are_outputs || k0 >= K) return;
-    esize_ = dtype_size(rhs.dtype);
-    base_ = static_cast<const char*>(rhs.data) + k0 * esize_;
-    row_bytes_ = static_cast<std::size_t>(K) * esize_;
-    bytes_ = static_cast<std::size_t>(std::min(kKC, K - k0)) * esize_;
+    base_ = static_cast<const char*>(rhs.data) + dtype_nbytes(rhs.dtype, k0);
+    row_bytes_ = dtype_nbytes(rhs.dtype, K);
+    bytes_ = dtype_nbytes(rhs.dtype, std::min(kKC, K - k0));
     n_ = n0, end_ = std::min(n0 + nc, N);
   }
   bool step() {
@@ -127,7 +138,7 @@ class RowPrefetcher {
 
  private:
   const char* base_ = nullptr;
-  std::size_t esize_ = 0, row_bytes_ = 0, bytes_ = 0;
+  std::size_t row_bytes_ = 0, bytes_ = 0;
   int64_t n_ = 0, end_ = 0;
 };
 

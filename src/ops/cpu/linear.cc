@@ -1,6 +1,7 @@
 // ops::linear and ops::matmul on cpu: argument checks, then the choice of path (see linear_kernels.h):
-//   one row of activations  -> GEMV, every weight dtype;
-//   several rows            -> the blocked GEMM, converting weight blocks as it goes.
+//   quantized weights, up to 8 rows -> the quantized GEMV (quant_kernels.h), each weight row read once;
+//   one row of activations          -> GEMV, every other weight dtype;
+//   several rows                    -> the blocked GEMM, converting (or dequantizing) weight blocks as it goes.
 // OpenBLAS sgemm is not used for f32 weights: on the 2-core dev VM the blocked GEMM matched it at 512 × 4096 ×
 // 4096 (within noise, both ~50 GFLOP/s best-of-12 on 2 threads; OpenBLAS ~3% ahead on one idle core) and beat
 // it for few rows (64 rows: 41 vs 26 GFLOP/s), and OpenBLAS would bring a second spinning thread pool that
@@ -13,6 +14,7 @@
 #include "ferry/core/cpu_features.h"
 #include "ferry/ops/linear.h"
 #include "linear_kernels.h"
+#include "quant_kernels.h"
 
 namespace ferry::ops {
 namespace cpu {
@@ -20,7 +22,7 @@ namespace cpu {
 const LinearKernels& linear_kernels(Isa isa) {
   static const LinearKernels scalar_kernels{scalar::gemv, scalar::micro, scalar::pack_panel};
   static const LinearKernels avx2_kernels{avx2::gemv, avx2::micro, avx2::pack_panel};
-  return isa == Isa::AVX2 ? avx2_kernels : scalar_kernels;
+  return isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
 }
 
 }  // namespace cpu
@@ -28,7 +30,8 @@ const LinearKernels& linear_kernels(Isa isa) {
 namespace {
 
 bool is_linear_weight_dtype(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3FN || t == DType::F8_E5M2;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3FN || t == DType::F8_E5M2 ||
+         is_quantized(t);
 }
 
 // Shapes and dtypes: checked before the tensors' device decides whose kernel runs (cpu or cuda).
@@ -40,12 +43,15 @@ void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (weight.dim() != 2) cpu::fail("linear", cpu::describe("weight", weight) + " must be 2-D [out_features, in_features]");
   if (!is_linear_weight_dtype(weight.dtype()))
     cpu::fail("linear", cpu::describe("weight", weight) + " has an unsupported dtype",
-              "linear weights may be f32, f16, bf16, f8_e4m3fn or f8_e5m2");
+              "linear weights may be f32, f16, bf16, f8_e4m3fn, f8_e5m2 or a quantized type (q8_0 ... q6_k)");
   if (x.size(-1) != weight.size(1))
     cpu::fail("linear",
               fmt::format("{} and {}: in_features differ ({} vs {})", cpu::describe("x", x),
                           cpu::describe("weight", weight), x.size(-1), weight.size(1)),
               "x's last dimension must equal weight's second");
+  if (is_quantized(weight.dtype()) && weight.device().is_cuda())
+    cpu::fail("linear", cpu::describe("weight", weight) + ": quantized weights run on the CPU only",
+              "place quantized layers on cpu (device_map), or load the model unquantized for the GPU");
   if (bias.defined() && (bias.numel() != weight.size(0) || !is_floating_point(bias.dtype())))
     cpu::fail("linear", cpu::describe("bias", bias) + " must be a float vector of out_features (" +
                             std::to_string(weight.size(0)) + ") elements");
@@ -71,6 +77,8 @@ void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, c
   const float* bp = bias_f32.defined() ? bias_f32.data<float>() : nullptr;
   float* yp = out.data<float>();
   const Isa isa = cpu_isa();
+  if (is_quantized(weight.dtype()) && rows <= cpu::kQuantGemvMaxRows)
+    return cpu::quant_gemv(isa, weight.dtype(), weight.raw_data(), N, K, rows, xp, bp, yp);
   if (rows == 1) return cpu::gemv(isa, weight.dtype(), weight.raw_data(), N, K, xp, bp, yp);
   cpu::gemm(isa, rows, N, K, xp, cpu::GemmRhs{weight.dtype(), weight.raw_data(), true}, bp, yp);
 }

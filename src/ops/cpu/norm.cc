@@ -42,7 +42,7 @@ void layer_norm(const float* x, const float* w, const float* b, float* y, int64_
 const NormKernels& norm_kernels(Isa isa) {
   static const NormKernels s{scalar::rms_norm, scalar::layer_norm, scalar::softmax};
   static const NormKernels v{avx2::rms_norm, avx2::layer_norm, avx2::softmax};
-  return isa == Isa::AVX2 ? v : s;
+  return isa >= Isa::AVX2 ? v : s;
 }
 
 }  // namespace cpu

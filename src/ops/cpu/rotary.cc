@@ -38,7 +38,7 @@ void interleaved(float* x, const float* cos2, const float* sin2, int64_t rotary_
 const RotaryKernels& rotary_kernels(Isa isa) {
   static const RotaryKernels s{scalar::rotate_half, scalar::interleaved};
   static const RotaryKernels v{avx2::rotate_half, avx2::interleaved};
-  return isa == Isa::AVX2 ? v : s;
+  return isa >= Isa::AVX2 ? v : s;
 }
 
 }  // namespace cpu

@@ -1,0 +1,169 @@
+// Quantized-weight GEMV: the scalar reference kernels, the choice of ISA and the multi-threaded driver (see
+// quant_kernels.h). The scalar kernel decodes each 32-element weight group into integer levels and (a, c) pairs
+// and is what the SIMD kernels are tested against.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ferry/core/convert.h"
+#include "ferry/core/thread_pool.h"
+#include "quant_kernels.h"
+
+namespace ferry::ops::cpu {
+namespace scalar {
+namespace {
+
+float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Weight group g (elements 32g .. 32g + 31) of a row: value i = a[i / 16] · q[i] + c[i / 16].
+struct Group {
+  int q[32];
+  float a[2], c[2];
+};
+
+void set_ac(Group& out, float a, float c) {
+  out.a[0] = out.a[1] = a;
+  out.c[0] = out.c[1] = c;
+}
+
+void decode_group(DType wt, const uint8_t* row, int64_t g, Group& out) {
+  const int64_t bs = dtype_block_size(wt);
+  const uint8_t* b = row + static_cast<std::size_t>(g * 32 / bs) * dtype_size(wt);
+  const int sub = static_cast<int>((g * 32) % bs / 32);
+  switch (wt) {
+    case DType::Q8_0:
+      for (int i = 0; i < 32; ++i) out.q[i] = static_cast<int8_t>(b[2 + i]);
+      return set_ac(out, f16_at(b), 0.0f);
+    case DType::Q4_0:
+    case DType::Q4_1: {
+      const uint8_t* qs = b + (wt == DType::Q4_0 ? 2 : 4);
+      for (int i = 0; i < 16; ++i) out.q[i] = qs[i] & 0x0F, out.q[i + 16] = qs[i] >> 4;
+      const float d = f16_at(b);
+      return set_ac(out, d, wt == DType::Q4_0 ? -8.0f * d : f16_at(b + 2));
+    }
+    case DType::Q5_0:
+    case DType::Q5_1: {
+      const int off = wt == DType::Q5_0 ? 2 : 4;
+      uint32_t qh;
+      std::memcpy(&qh, b + off, 4);
+      const uint8_t* qs = b + off + 4;
+      for (int i = 0; i < 16; ++i) {
+        out.q[i] = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
+        out.q[i + 16] = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
+      }
+      const float d = f16_at(b);
+      return set_ac(out, d, wt == DType::Q5_0 ? -16.0f * d : f16_at(b + 2));
+    }
+    case DType::Q4_K:
+    case DType::Q5_K: {
+      const uint8_t* sc = b + 4;
+      int s, m;
+      if (sub < 4) {
+        s = sc[sub] & 63, m = sc[sub + 4] & 63;
+      } else {
+        s = (sc[sub + 4] & 0x0F) | ((sc[sub - 4] >> 6) << 4);
+        m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
+      }
+      const bool five = wt == DType::Q5_K;
+      const uint8_t* qs = b + (five ? 48 : 16) + 32 * (sub / 2);
+      for (int l = 0; l < 32; ++l) {
+        out.q[l] = (qs[l] >> (4 * (sub % 2))) & 0x0F;
+        if (five) out.q[l] |= ((b[16 + l] >> sub) & 1) << 4;
+      }
+      return set_ac(out, f16_at(b) * static_cast<float>(s), -f16_at(b + 2) * static_cast<float>(m));
+    }
+    case DType::Q6_K: {
+      const int half = sub / 4, gg = sub % 4;
+      const uint8_t* l8 = b + 64 * half + 32 * (gg & 1);
+      const uint8_t* h8 = b + 128 + 32 * half;
+      for (int l = 0; l < 32; ++l)
+        out.q[l] = ((l8[l] >> (gg < 2 ? 0 : 4)) & 0x0F) | (((h8[l] >> (2 * gg)) & 3) << 4);
+      const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = f16_at(b + 208);
+      for (int h = 0; h < 2; ++h) {
+        out.a[h] = d * static_cast<float>(scales[8 * half + 2 * gg + h]);
+        out.c[h] = -32.0f * out.a[h];
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+}  // namespace
+
+void quantize_x(const float* x, int64_t K, QBlock8* out) {
+  for (int64_t g = 0; g < K / 32; ++g) {
+    const float* v = x + 32 * g;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    QBlock8& b = out[g];
+    b.d = d;
+    int s[2] = {0, 0};
+    for (int i = 0; i < 32; ++i) {
+      b.q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+      s[i / 16] += b.q[i];
+    }
+    b.sum[0] = static_cast<int16_t>(s[0]), b.sum[1] = static_cast<int16_t>(s[1]);
+  }
+}
+
+void qgemv(DType wt, const void* w, int64_t K, const QBlock8* xq, int M, const float* bias, float* y, int64_t ldy,
+           int64_t n0, int64_t n1) {
+  const int64_t groups = K / 32;
+  const std::size_t row_bytes = dtype_nbytes(wt, K);
+  Group grp;
+  for (int64_t n = n0; n < n1; ++n) {
+    const auto* row = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(n) * row_bytes;
+    float acc[4] = {};
+    for (int64_t g = 0; g < groups; ++g) {
+      decode_group(wt, row, g, grp);
+      for (int m = 0; m < M; ++m) {
+        const QBlock8& x = xq[m * groups + g];
+        int dot[2] = {0, 0};
+        for (int i = 0; i < 32; ++i) dot[i / 16] += grp.q[i] * x.q[i];
+        acc[m] += x.d * (grp.a[0] * static_cast<float>(dot[0]) + grp.a[1] * static_cast<float>(dot[1]) +
+                         grp.c[0] * static_cast<float>(x.sum[0]) + grp.c[1] * static_cast<float>(x.sum[1]));
+      }
+    }
+    for (int m = 0; m < M; ++m) y[m * ldy + n] = bias ? acc[m] + bias[n] : acc[m];
+  }
+}
+
+}  // namespace scalar
+
+const QuantKernels& quant_kernels(Isa isa) {
+  static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::qgemv};
+  static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::qgemv};
+  static const QuantKernels avx512_kernels{avx2::quantize_x, avx512::qgemv};
+  return isa >= Isa::AVX512 ? avx512_kernels : isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
+}
+
+void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
+                float* y) {
+  const auto& kern = quant_kernels(isa);
+  const int64_t groups = K / 32;
+  std::vector<QBlock8> xq(static_cast<std::size_t>(M * groups));
+  for (int64_t m = 0; m < M; ++m) kern.quantize_x(x + m * K, K, xq.data() + m * groups);
+  // Groups of 8 weight rows, chunks of at least ~64 KiB of weights; within a group every activation row is served
+  // while the weight rows are in cache, four at a time.
+  constexpr int64_t kGroup = 8;
+  const auto row_bytes = static_cast<int64_t>(std::max<std::size_t>(1, dtype_nbytes(wt, K)));
+  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
+  parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t n0 = g * kGroup, n1 = std::min(n0 + kGroup, N);
+      for (int64_t m = 0; m < M; m += 4)
+        kern.gemv(wt, w, K, xq.data() + m * groups, static_cast<int>(std::min<int64_t>(4, M - m)), bias, y + m * N, N,
+                  n0, n1);
+    }
+  });
+}
+
+}  // namespace ferry::ops::cpu
