@@ -174,7 +174,7 @@ Tensor random_tensor(Shape shape, DType dtype, uint64_t seed) {
 
 void BM_Gemv(benchmark::State& state, DType dtype) {
   const int64_t N = state.range(0), K = state.range(1);
-  const double bytes = double(N) * double(K) * double(dtype_size(dtype));
+  const double bytes = double(N) * double(dtype_nbytes(dtype, K));
   const int copies = std::max(2, static_cast<int>((double(256 << 20) + bytes - 1) / bytes));
   std::vector<Tensor> weights;
   for (int i = 0; i < copies; ++i) weights.push_back(random_tensor({N, K}, dtype, static_cast<uint64_t>(i)));
@@ -213,6 +213,14 @@ BENCHMARK_CAPTURE(BM_Gemv, f8_e4m3fn, DType::F8_E4M3FN)->Args({4096, 4096})->Use
 BENCHMARK_CAPTURE(BM_Gemv, f8_e5m2, DType::F8_E5M2)->Args({4096, 4096})->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+// Quantized weights (8-bit activations, integer dot products; AVX-512 VNNI where present, FERRY_ISA=avx2 for AVX2).
+BENCHMARK_CAPTURE(BM_Gemv, q8_0, DType::Q8_0)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, q4_0, DType::Q4_0)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, q4_1, DType::Q4_1)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, q5_0, DType::Q5_0)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, q4_k, DType::Q4_K)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, q5_k, DType::Q5_K)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, q6_k, DType::Q6_K)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // ---- GEMM (prefill) -------------------------------------------------------------------------------------------
 

@@ -39,7 +39,10 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
                  "auto | balanced | balanced_low_0 | sequential | cpu | a device-map JSON file");
   cmd.add_option("--max-memory", max_memory, "budget per device, e.g. 0=20GiB,cpu=64GiB (GiB = 2^30, GB = 10^9)");
   cmd.add_option("--offload-folder", offload_folder, "folder for weights offloaded to disk");
-  cmd.add_option("--dtype", dtype, "weights dtype: f32, f16, bf16 (default: config.json's)");
+  cmd.add_option("--dtype", dtype,
+                 "weights dtype: f32, f16, bf16 (default: config.json's; for a GGUF file, a dtype dequantizes it)");
+  cmd.add_option("--quantize", quantize,
+                 "quantize Linear and Embedding weights while loading: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
   cmd.add_option("--no-split", no_split, "module classes never split across devices (default: the block class)")
       ->delimiter(',');
   cmd.add_option("--context", context, "tokens of KV cache to reserve in the plan (0: none, Accelerate's plan)")
@@ -80,6 +83,20 @@ std::optional<DType> ModelFlags::dtype_value() const {
   return parse_dtype(dtype);
 }
 
+std::optional<DType> ModelFlags::quantize_value() const {
+  if (quantize.empty()) return std::nullopt;
+  DType t;
+  try {
+    t = parse_dtype(quantize);
+  } catch (const Error& e) {
+    throw e.with_context("--quantize");
+  }
+  if (!is_quantized(t))
+    throw Error(quantize + " is not a quantized type", "--quantize",
+                "use one of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (or --dtype for float types)");
+  return t;
+}
+
 std::optional<MaxMemory> ModelFlags::max_memory_value() const {
   if (max_memory.empty()) return std::nullopt;
   return parse_max_memory_flag(max_memory);
@@ -100,6 +117,7 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   o.device_map = device_map_value();
   o.max_memory = max_memory_value();
   o.dtype = dtype_value();
+  o.quantize = quantize_value();
   if (!offload_folder.empty()) o.offload_folder = offload_folder;
   o.no_split_module_classes = no_split;
   o.prefetch = prefetch;

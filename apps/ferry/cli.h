@@ -31,6 +31,7 @@ struct ModelFlags {
   std::string max_memory;         // "0=20GiB,cpu=64GiB"
   std::string offload_folder;
   std::string dtype;              // f32 | f16 | bf16 ...
+  std::string quantize;           // q8_0 | q4_0 | ... | q6_k: quantize Linear/Embedding weights at load
   std::vector<std::string> no_split;
   int64_t context = 0;            // tokens of KV cache to reserve in the plan
   bool no_disk = false;           // never plan onto disk: a model that does not fit is an error
@@ -45,6 +46,8 @@ struct ModelFlags {
   /// Applies -t; checks the folder exists.
   void apply() const;
   std::optional<DType> dtype_value() const;
+  /// --quantize as a DType (nullopt when absent); throws ferry::Error for a type that is not quantized.
+  std::optional<DType> quantize_value() const;
   std::optional<MaxMemory> max_memory_value() const;
   /// The device map as from_pretrained takes it (unset when --device-map was not given).
   std::variant<std::monostate, std::string, DeviceMap> device_map_value() const;
@@ -96,6 +99,11 @@ void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedMod
 
 /// The architecture of `folder`'s config.json built empty (meta, no bytes) with weights of `dtype`.
 std::shared_ptr<models::CausalLM> build_skeleton(const std::string& folder, DType dtype);
+/// The same with the storage dtypes loading will give the weights: --quantize's type, or a GGUF file's quantized
+/// types (unless --dtype asks to dequantize), so the plan counts the bytes that will really be loaded.
+std::shared_ptr<models::CausalLM> build_skeleton(const ModelFlags& flags, DType dtype);
+/// "q4_k + f32" — the dtypes of `model`'s parameters, the one holding most bytes first.
+std::string weights_dtypes(const nn::Module& model);
 /// --dtype, else config.json's dtype, else f32.
 DType flags_dtype(const ModelFlags& flags);
 

@@ -1,8 +1,11 @@
 // ferry plan FOLDER — the device map for a budget, as a table (Accelerate's estimate-memory + infer_auto_device_map).
+#include <algorithm>
+#include <map>
 #include <memory>
 
 #include "cli.h"
 #include "commands.h"
+#include "ferry/big_modeling/quantize.h"
 #include "ferry/models/config.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/nn/empty_weights.h"
@@ -13,6 +16,25 @@ std::shared_ptr<models::CausalLM> build_skeleton(const std::string& folder, DTyp
   auto config = models::read_model_config(folder);  // config.json, or a GGUF file's metadata
   auto guard = nn::init_empty_weights();
   return models::AutoModelForCausalLM::from_config(config, dtype);
+}
+
+std::shared_ptr<models::CausalLM> build_skeleton(const ModelFlags& flags, DType dtype) {
+  auto skeleton = build_skeleton(flags.model, dtype);
+  if (const auto q = flags.quantize_value()) quantize_weights(*skeleton, *q);
+  else if (models::is_gguf_file(flags.model) && !flags.dtype_value())
+    models::use_gguf_storage_dtypes(*skeleton, io::GgufFile::open(flags.model));
+  return skeleton;
+}
+
+std::string weights_dtypes(const nn::Module& model) {
+  std::map<DType, int64_t> bytes;
+  for (const auto& [name, t] : model.named_parameters()) bytes[t.dtype()] += static_cast<int64_t>(t.nbytes());
+  std::vector<std::pair<int64_t, DType>> order;
+  for (const auto& [dt, n] : bytes) order.emplace_back(n, dt);
+  std::sort(order.rbegin(), order.rend());
+  std::string out;
+  for (const auto& [n, dt] : order) out += (out.empty() ? "" : " + ") + std::string(dtype_name(dt));
+  return out;
 }
 
 DType flags_dtype(const ModelFlags& f) {
@@ -33,14 +55,14 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([o] {
     o->flags.apply();
     const DType dtype = flags_dtype(o->flags);
-    auto skeleton = build_skeleton(o->flags.model, dtype);
+    auto skeleton = build_skeleton(o->flags, dtype);
     PlannedModel plan = plan_model(*skeleton, o->flags, dtype);
     if (o->json) {
       std::printf("%s\n", plan.device_map.to_json(2).c_str());
       return;
     }
     std::printf("%s (%s), %s weights\n\n", skeleton->info().architecture.c_str(), o->flags.model.c_str(),
-                std::string(dtype_name(dtype)).c_str());
+                weights_dtypes(*skeleton).c_str());
     print_plan(stdout, *skeleton, plan);
     print_cpu_weights(stdout, o->flags, plan);
   });

@@ -54,7 +54,7 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   flags.apply();
   LoadedModel out;
   out.dtype = flags_dtype(flags);
-  auto skeleton = build_skeleton(flags.model, out.dtype);
+  auto skeleton = build_skeleton(flags, out.dtype);
   out.plan = plan_model(*skeleton, flags, out.dtype);
   out.usage = device_map_usage(*skeleton, out.plan.device_map, out.dtype);
   const ModuleSizes sizes = compute_module_sizes(*skeleton, out.dtype);
@@ -63,7 +63,7 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
     if (d.is_disk() || (d.is_cpu() && !main.is_cpu())) out.streamed_bytes_per_forward += sizes[name];
   if (log) {
     std::fprintf(log, "%s, %s weights, plan:\n\n", skeleton->info().architecture.c_str(),
-                 std::string(dtype_name(out.dtype)).c_str());
+                 weights_dtypes(*skeleton).c_str());
     print_plan(log, *skeleton, out.plan);
     print_cpu_weights(log, flags, out.plan);
     std::fprintf(log, "\n");
@@ -79,7 +79,8 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
     out.staged_reader = std::make_shared<io::StagedReader>(main.is_cuda() ? pinned_staging(std::move(ro)) : std::move(ro));
     o.staged_reader = out.staged_reader;
   }
-  o.dtype = out.dtype;
+  // A GGUF file keeps its quantized tensors unless --dtype asks to dequantize them.
+  o.dtype = models::is_gguf_file(flags.model) ? flags.dtype_value() : std::optional<DType>(out.dtype);
   ProgressBar bar("loading");
   o.on_progress = [&bar](const LoadProgress& p) { bar.update(p); };
   auto t0 = std::chrono::steady_clock::now();

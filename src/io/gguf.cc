@@ -123,7 +123,7 @@ std::optional<DType> plain_dtype(GgmlType t) {
     case GgmlType::I16: return DType::I16;
     case GgmlType::I32: return DType::I32;
     case GgmlType::I64: return DType::I64;
-    default: return std::nullopt;
+    default: return dtype_of_ggml(t);  // the quantized types ferry computes with (q8_0 ... q6_k)
   }
 }
 

@@ -15,6 +15,7 @@
 #include "ferry/big_modeling/offload_plan.h"
 #include "ferry/big_modeling/resident_weights.h"
 #include "ferry/io/checkpoint.h"
+#include "ferry/big_modeling/quantize.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
@@ -147,8 +148,11 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
     auto guard = nn::init_empty_weights();
     model = AutoModelForCausalLM::from_config(config, dtype);
   }
+  // Quantized tensors stay as they are, unless a dtype (dequantize) or another quantization is asked for.
+  if (options.quantize) quantize_weights(*model, *options.quantize);
+  else if (!options.dtype) use_gguf_storage_dtypes(*model, file);
   detail::ResidentLoader loader(*model);
-  for (const auto& [name, t] : gguf_state_dict(file, config, dtype)) loader.place(name, t, path.string());
+  for (const auto& [name, t] : gguf_state_dict(file, config)) loader.place(name, t, path.string());
   loader.finish(path.string(), "is it a complete text model? (ferry reads llama and qwen2 GGUF files)");
   if (is_resident_cpu_map(options.device_map)) return model;
   DeviceMap map;
@@ -235,6 +239,7 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
     auto guard = nn::init_empty_weights();
     model = from_config(config, dtype);
   }
+  if (options.quantize) quantize_weights(*model, *options.quantize);  // loading quantizes each weight as it arrives
   io::OffloadIo disk_io = io::OffloadIo::Mmap;
   if (is_resident_cpu_map(options.device_map)) detail::load_resident_weights(*model, files, options.on_progress);
   else disk_io = load_and_dispatch(*model, folder, options, dtype);

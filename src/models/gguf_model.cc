@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "ferry/core/error.h"
+#include "ferry/core/quant.h"
+#include "ferry/nn/module_tensors.h"
 
 namespace ferry::models {
 namespace {
@@ -230,7 +232,7 @@ DType gguf_default_dtype(const io::GgufFile& f) {
   }
 }
 
-io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config, DType dtype) {
+io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
   const bool llama = arch_of(f) == "llama";
   const int64_t heads = config.require_int("num_attention_heads");
   const int64_t kv_heads = config.get_int("num_key_value_heads", heads);
@@ -250,12 +252,28 @@ io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config, D
     }
     if (llama && hf->find(".self_attn.q_proj.") != std::string::npos) t = unpermute_rows(t, heads);
     if (llama && hf->find(".self_attn.k_proj.") != std::string::npos) t = unpermute_rows(t, kv_heads);
-    out.set(*hf, is_floating_point(t.dtype()) ? t.to(dtype) : t);
+    out.set(*hf, t);
   }
   if (!unknown.empty())
     throw Error("tensors with no Hugging Face counterpart: " + list_for_error(unknown), f.where(),
                 "the file holds more than a " + arch_of(f) + " text model (ferry reads the text model only)");
   return out;
+}
+
+std::size_t use_gguf_storage_dtypes(nn::Module& skeleton, const io::GgufFile& f) {
+  const nn::NamedTensors params = skeleton.named_parameters();
+  std::size_t n = 0;
+  for (const auto& info : f.tensors()) {
+    const auto dt = dtype_of_ggml(info.type);
+    const auto hf = hf_tensor_name(info.name);
+    if (!dt || !is_quantized(*dt) || !hf) continue;
+    const auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == *hf; });
+    if (it == params.end() || it->second.shape() != info.shape()) continue;  // loading reports these
+    nn::set_module_tensor_to_device(skeleton, *hf, it->second.device(),
+                                    Tensor::empty(info.shape(), *dt, Device::meta()), *dt);
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace ferry::models

@@ -108,8 +108,9 @@ void set_module_tensor_to_device(Module& module, std::string_view tensor_name, D
                         "\" (which has shape " + shape_str(old.shape()) + "), this looks incorrect.",
                     where, "are the checkpoint and the model configuration from the same model?");
       // Like PyTorch's load_state_dict, cast to the existing dtype; an explicit dtype never touches integers.
+      // A quantized slot (big_modeling/quantize.h) keeps its dtype: float values are quantized into it.
       DType target = value.dtype();
-      if (!dtype) target = old.dtype();
+      if (!dtype || (is_quantized(old.dtype()) && is_floating_point(value.dtype()))) target = old.dtype();
       else if (is_floating_point(value.dtype())) target = *dtype;
       placed_value = value.to(device, target);
     } else {

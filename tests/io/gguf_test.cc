@@ -136,7 +136,7 @@ TEST(Gguf, ParsesMetadataTensorsAndShapes) {
   EXPECT_NE(test::error_of([&] { f.tensor_info("nope"); }).find("no tensor"), std::string::npos);
 }
 
-TEST(Gguf, OpenedFileGivesZeroCopyAndDequantizedTensors) {
+TEST(Gguf, OpenedFileGivesZeroCopyPlainAndQuantizedTensors) {
   test::TempDir dir;
   const auto path = dir.path() / "m.gguf";
   const auto bytes = valid().bytes();
@@ -148,7 +148,8 @@ TEST(Gguf, OpenedFileGivesZeroCopyAndDequantizedTensors) {
   EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   Tensor q = f.tensor("q");
   EXPECT_EQ(q.shape(), (Shape{1, 32}));
-  EXPECT_EQ(q.dtype(), DType::F32);
+  EXPECT_EQ(q.dtype(), DType::Q8_0);  // its blocks, zero-copy
+  EXPECT_EQ(q.storage()->kind(), Storage::Kind::MappedView);
   EXPECT_EQ(q.to_vector<float>()[0], -4.0f);
   EXPECT_EQ(q.to_vector<float>()[31], 3.75f);
 }

@@ -119,8 +119,9 @@ TEST(QuantLinear, SimdActivationQuantizationIsBitIdenticalToScalar) {
   cpu::avx2::quantize_x(xv.data(), 32 * 64, b.data());
   for (int g = 0; g < 64; ++g) {
     ASSERT_EQ(a[g].d, b[g].d) << g;
-    ASSERT_EQ(a[g].sum[0], b[g].sum[0]) << g;
-    ASSERT_EQ(a[g].sum[1], b[g].sum[1]) << g;
+    ASSERT_EQ(a[g].dsum[0], b[g].dsum[0]) << g;
+    ASSERT_EQ(a[g].dsum[1], b[g].dsum[1]) << g;
+    ASSERT_EQ(a[g].dsum_all, b[g].dsum_all) << g;
     for (int i = 0; i < 32; ++i) ASSERT_EQ(a[g].q[i], b[g].q[i]) << g << " " << i;
   }
 }

@@ -12,8 +12,8 @@
 // a ferry::Error naming the file, the key or tensor, and the problem.
 //
 // Tensors are described in ggml's order (dims[0] innermost) and in torch's (shape(): reversed). f32, f16 and bf16
-// tensors come out as zero-copy Tensors of the mapping; quantized ones as their raw blocks (tensor_bytes) or
-// dequantized to f32 (core/quant.h).
+// tensors come out as zero-copy Tensors of the mapping, quantized ones too (as quantized DTypes, core/dtype.h);
+// tensor_bytes gives any tensor's raw blocks.
 #pragma once
 
 #include <cstdint>
@@ -91,8 +91,9 @@ class GgufFile {
   const GgufTensorInfo& tensor_info(const std::string& name) const;  ///< throws naming the tensor when absent
   /// The raw bytes of a tensor (blocks for quantized types).
   std::span<const uint8_t> tensor_bytes(const GgufTensorInfo& t) const;
-  /// f32 / f16 / bf16 tensors: a zero-copy view (torch shape). Quantized ones: dequantized into a new f32 tensor.
-  /// Throws for types ferry cannot dequantize (naming them) and for files made with parse().
+  /// A zero-copy view (torch shape) for plain types and for the quantized types ferry has a DType for (q8_0, q4_0,
+  /// q4_1, q5_0, q5_1, q4_k, q5_k, q6_k: their blocks, as they are in the file). Throws for other types (naming
+  /// them) and for files made with parse().
   Tensor tensor(const std::string& name) const;
 
  private:

@@ -34,8 +34,13 @@ struct FromPretrainedOptions {
   std::variant<std::monostate, std::string, DeviceMap> device_map;
   /// Budget per device for the modes; nullopt = what the devices have free.
   std::optional<MaxMemory> max_memory;
-  /// The dtype float weights are loaded as; nullopt = config.json's dtype/torch_dtype, else f32.
+  /// The dtype float weights are loaded as; nullopt = config.json's dtype/torch_dtype, else f32. For a GGUF file,
+  /// a dtype dequantizes its quantized tensors; nullopt keeps them quantized.
   std::optional<DType> dtype;
+  /// Quantize every Linear and Embedding weight to this block-quantized dtype (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,
+  /// q5_k, q6_k) as it is loaded (big_modeling/quantize.h); planning counts the quantized bytes. Weights whose rows
+  /// are not whole blocks stay in `dtype`. transformers: quantization_config; llama.cpp: llama-quantize.
+  std::optional<DType> quantize;
   /// Where disk-offloaded weights go when a plan uses "disk" and they must be rewritten (.bin checkpoints, dtype
   /// changes); safetensors weights of the right dtype are read from the checkpoint itself. Empty = none.
   std::filesystem::path offload_folder;

@@ -5,10 +5,10 @@
 //
 //   auto model = AutoModelForCausalLM::from_pretrained("SmolLM2-135M.Q8_0.gguf");   // detected by the magic
 //
-// Architectures: llama (Llama, and Mistral as llama.cpp writes it) and qwen2. Quantized tensors are dequantized at
-// load (exactly, into f32, unless a dtype is asked for), so a Q4 file takes f32 memory for now: the fused
-// quantized kernels are the next step of issue 16. What ferry cannot load faithfully is refused by name (llama 3
-// rope factors, YaRN scaling, partial rotary dims) rather than computed wrongly.
+// Architectures: llama (Llama, and Mistral as llama.cpp writes it) and qwen2. Quantized tensors stay quantized (the
+// file's blocks, computed on by ops::linear's quantized kernels) unless a dtype is asked for, which dequantizes
+// them exactly. What ferry cannot load faithfully is refused by name (llama 3 rope factors, YaRN scaling, partial
+// rotary dims) rather than computed wrongly.
 #pragma once
 
 #include <filesystem>
@@ -20,6 +20,7 @@
 #include "ferry/io/gguf.h"
 #include "ferry/io/state_dict.h"
 #include "ferry/models/config.h"
+#include "ferry/nn/module.h"
 
 namespace ferry::models {
 
@@ -49,8 +50,12 @@ DType gguf_default_dtype(const io::GgufFile& file);
 /// or pre-tokenizer ferry does not reproduce (e.g. "llama" SentencePiece files), instead of tokenizing differently.
 nlohmann::json gguf_tokenizer_json(const io::GgufFile& file);
 
-/// Every tensor of `file` under its HF name, converted to `dtype` (float tensors), with Llama's q/k rows back in
-/// HF order. Throws for tensors without an HF name and types ferry cannot dequantize (naming them).
-io::StateDict gguf_state_dict(const io::GgufFile& file, const ConfigJson& config, DType dtype);
+/// Every tensor of `file` under its HF name, as stored (zero-copy views; quantized ones as quantized DTypes), with
+/// Llama's q/k rows back in HF order (copies). Throws for tensors without an HF name and types ferry has no DType
+/// for (naming them). Loading casts each to its skeleton slot's dtype.
+io::StateDict gguf_state_dict(const io::GgufFile& file, const ConfigJson& config);
+/// Gives each parameter of `skeleton` (meta, from gguf_config) whose GGUF tensor is quantized that tensor's
+/// quantized dtype, so loading keeps the blocks as they are and planning counts their bytes. Returns how many.
+std::size_t use_gguf_storage_dtypes(nn::Module& skeleton, const io::GgufFile& file);
 
 }  // namespace ferry::models

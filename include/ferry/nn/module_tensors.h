@@ -36,7 +36,8 @@ const void* tensor_data_ptr(const Tensor& t) noexcept;
 ///  - A value whose shape differs throws ferry::Error with Accelerate's text: 'Trying to set a tensor of shape
 ///    [2, 2] in "weight" (which has shape [4, 3]), this looks incorrect.' (ferry prints shapes as [..]).
 ///  - Without `dtype`, value is cast to the existing tensor's dtype; with `dtype`, floating-point values are cast
-///    to it and integer/bool values are never cast.
+///    to it and integer/bool values are never cast. A slot of a quantized dtype (big_modeling/quantize.h) keeps
+///    it: floating-point values are quantized into it whatever `dtype` says.
 ///  - Without value but with dtype, a floating-point tensor is cast too (Accelerate only does this when the
 ///    target is meta; ferry does it for every device, which is what a caller passing dtype means).
 ///  - Unknown names throw ferry::Error naming the module type and its tensors.

@@ -5,7 +5,7 @@
 // group of 32 elements reads as a·q + c (q small integers: a 4/5/6-bit level or an int8; a the group's scale; c
 // its offset — the min of q4_1/q5_1/q4_k/q5_k, or a·(−8, −16, −32) for the symmetric types), so its dot product with
 // an activation block is
-//     d_x · (a · Σ q·x_q + c · Σ x_q)
+//     d_x · a · Σ q·x_q + c · (d_x · Σ x_q)
 // with Σ q·x_q an exact integer dot product (AVX2: vpmaddubsw + vpmaddwd; AVX-512 VNNI: vpdpbusd) and Σ x_q
 // precomputed. Q6_K's groups have two scales (one per 16 elements), so a and c come per half.
 //
@@ -23,13 +23,14 @@
 
 namespace ferry::ops::cpu {
 
-/// 32 activations as d · q[i]; sum[h] = Σ q[16h .. 16h + 15].
+/// 32 activations as d · q[i]; dsum[h] = d · Σ q[16h .. 16h + 15] (each half, for Q6_K), dsum_all = dsum[0] + dsum[1].
 struct QBlock8 {
   float d;
-  int16_t sum[2];
+  float dsum_all;
+  float dsum[2];
   int8_t q[32];
 };
-static_assert(sizeof(QBlock8) == 40);
+static_assert(sizeof(QBlock8) == 48);
 
 /// Rows up to which linear runs this kernel on quantized weights (the rest go to the GEMM): each weight row is
 /// read once for all of them.

@@ -110,7 +110,8 @@ void quantize_x(const float* x, int64_t K, QBlock8* out) {
       b.q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
       s[i / 16] += b.q[i];
     }
-    b.sum[0] = static_cast<int16_t>(s[0]), b.sum[1] = static_cast<int16_t>(s[1]);
+    b.dsum[0] = d * static_cast<float>(s[0]), b.dsum[1] = d * static_cast<float>(s[1]);
+    b.dsum_all = b.dsum[0] + b.dsum[1];
   }
 }
 
@@ -128,8 +129,8 @@ void qgemv(DType wt, const void* w, int64_t K, const QBlock8* xq, int M, const f
         const QBlock8& x = xq[m * groups + g];
         int dot[2] = {0, 0};
         for (int i = 0; i < 32; ++i) dot[i / 16] += grp.q[i] * x.q[i];
-        acc[m] += x.d * (grp.a[0] * static_cast<float>(dot[0]) + grp.a[1] * static_cast<float>(dot[1]) +
-                         grp.c[0] * static_cast<float>(x.sum[0]) + grp.c[1] * static_cast<float>(x.sum[1]));
+        acc[m] += x.d * (grp.a[0] * static_cast<float>(dot[0]) + grp.a[1] * static_cast<float>(dot[1])) +
+                  (grp.c[0] * x.dsum[0] + grp.c[1] * x.dsum[1]);
       }
     }
     for (int m = 0; m < M; ++m) y[m * ldy + n] = bias ? acc[m] + bias[n] : acc[m];

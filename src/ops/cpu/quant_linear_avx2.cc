@@ -38,8 +38,9 @@ void quantize_x(const float* x, int64_t K, QBlock8* out) {
       q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     QBlock8& b = out[g];
     b.d = d;
-    b.sum[0] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));
-    b.sum[1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[2], q[3])));
+    b.dsum[0] = d * static_cast<float>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));
+    b.dsum[1] = d * static_cast<float>(hsum_epi32(_mm256_add_epi32(q[2], q[3])));
+    b.dsum_all = b.dsum[0] + b.dsum[1];
     const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.q), _mm256_permutevar8x32_epi32(bytes, order));
   }
