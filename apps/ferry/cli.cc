@@ -281,8 +281,9 @@ void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedMod
   }
   const bool copy = flags.no_mmap || (!flags.mmap && plan.offload.io == io::OffloadIo::Direct);
   std::fprintf(out, "cpu weights: %s%s\n",
-               copy ? "copied into memory of their own (--no-mmap; the default when RAM is short)"
-                    : "zero-copy views of the checkpoint (mmap; --no-mmap copies them)",
+               !flags.quantize.empty() ? "quantized while loading, into memory of their own (--quantize)"
+               : copy                  ? "copied into memory of their own (--no-mmap; the default when RAM is short)"
+                                       : "zero-copy views of the checkpoint (mmap; --no-mmap copies them)",
                flags.mlock ? ", locked in RAM (--mlock)" : "");
 }
 

@@ -115,7 +115,9 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
         if ((*o.dtype == DType::F16 || *o.dtype == DType::BF16) && keep_in_fp32(name, o.keep_in_fp32_modules))
           new_dtype = DType::F32;
       }
-      const DType stored = new_dtype.value_or(nn::get_module_tensor(model, name).dtype());
+      const DType slot = nn::get_module_tensor(model, name).dtype();
+      if (is_quantized(slot)) new_dtype = slot;  // a quantized slot (quantize_weights) keeps its dtype
+      const DType stored = new_dtype.value_or(slot);
       const DType target = is_floating_point(value.dtype()) ? stored : value.dtype();
       if (device.is_disk() && (o.offload_buffers || !buffer_names.count(name))) {
         nn::set_module_tensor_to_device(model, name, Device::meta(), {}, target);

@@ -386,6 +386,27 @@ TEST_F(FerryCli, GgufFilesWorkLikeFolders) {
   EXPECT_CONTAINS(text.err, "tokenizer.ggml.model");
 }
 
+// --quantize: the plan and the run use quantized weights; a float type or a typo is a clear error.
+TEST_F(FerryCli, QuantizeFlagQuantizesWhileLoading) {
+  CliRun plan = ferry("plan " + model_.string() + " --quantize q8_0");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_CONTAINS(plan.out, "q8_0");
+  EXPECT_CONTAINS(plan.out, "quantized while loading");
+  CliRun run = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --quantize q8_0");
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out)["generated_ids"].size(), 4u);
+  CliRun offloaded = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --quantize q8_0 " +
+                           "--max-memory cpu=700KiB --offload-folder " + (dir_ / "q-offload").string());
+  ASSERT_EQ(offloaded.code, 0) << offloaded.err;
+  EXPECT_EQ(nlohmann::json::parse(offloaded.out)["generated_ids"], nlohmann::json::parse(run.out)["generated_ids"]);
+  CliRun bad = ferry("generate -m " + model_.string() + " --prompt-ids 1 -n 1 --quantize bf16");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_CONTAINS(bad.err, "not a quantized type");
+  CliRun typo = ferry("generate -m " + model_.string() + " --prompt-ids 1 -n 1 --quantize q3_x");
+  EXPECT_EQ(typo.code, 1);
+  EXPECT_CONTAINS(typo.err, "--quantize");
+}
+
 // An accelerator with most layers offloaded to cpu (a virtual one here: host memory posing as a GPU, enabled by
 // FERRY_VIRTUAL_DEVICES): the weights stream host→device every forward, and generate and bench report how much.
 TEST_F(FerryCli, OffloadToAnAcceleratorReportsHostToDeviceTraffic) {

@@ -13,7 +13,7 @@
 // the block's largest magnitude); tests/ops/quant_linear_test.cc measures the result against the dequantized
 // f32 weights.
 //
-// Prefill (many rows) does not come here: the GEMM dequantizes weight panels to f32 (linear_kernels.h).
+// Prefill runs here too, in tiles of activation rows (see kQuantGemvMaxRows).
 #pragma once
 
 #include <cstdint>
@@ -32,9 +32,12 @@ struct QBlock8 {
 };
 static_assert(sizeof(QBlock8) == 48);
 
-/// Rows up to which linear runs this kernel on quantized weights (the rest go to the GEMM): each weight row is
-/// read once for all of them.
-inline constexpr int64_t kQuantGemvMaxRows = 8;
+/// Rows up to which linear runs these kernels on quantized weights (the rest go to the GEMM on dequantized
+/// panels), and the tile of activation rows served per pass over the weights (each weight row is read from memory
+/// once per tile). Measured on TinyLlama-shaped q8_0 / q4_k weights, 2 threads, 64-token prefill: 74 / 57 tok/s
+/// here against 46 / 45 through the dequantizing GEMM (bf16 weights: 65).
+inline constexpr int64_t kQuantGemvMaxRows = 1 << 20;
+inline constexpr int64_t kQuantRowTile = 64;
 
 struct QuantKernels {
   /// x[K] (K a multiple of 32) -> K / 32 blocks. Every ISA gives the same bytes.
@@ -62,7 +65,7 @@ void qgemv(DType wt, const void* w, int64_t K, const QBlock8* xq, int M, const f
            int64_t n0, int64_t n1);
 }  // namespace avx512
 
-/// y[M, N] = x[M, K] · wᵀ (+ bias) for quantized w [N, K] and M ≤ kQuantGemvMaxRows, multi-threaded.
+/// y[M, N] = x[M, K] · wᵀ (+ bias) for quantized w [N, K], multi-threaded.
 void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
                 float* y);
 

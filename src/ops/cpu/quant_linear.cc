@@ -151,20 +151,26 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
   const auto& kern = quant_kernels(isa);
   const int64_t groups = K / 32;
   std::vector<QBlock8> xq(static_cast<std::size_t>(M * groups));
-  for (int64_t m = 0; m < M; ++m) kern.quantize_x(x + m * K, K, xq.data() + m * groups);
-  // Groups of 8 weight rows, chunks of at least ~64 KiB of weights; within a group every activation row is served
-  // while the weight rows are in cache, four at a time.
+  parallel_for(0, M, std::max<int64_t>(1, 4096 / K), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) kern.quantize_x(x + m * K, K, xq.data() + m * groups);
+  });
+  // Activation rows go in tiles of kQuantRowTile (their blocks stay in L2 while every weight row streams past);
+  // weight rows in groups of 8, chunks of at least ~64 KiB of weights; within a group each activation row of the
+  // tile is served, four at a time, while the weight rows are in L1.
   constexpr int64_t kGroup = 8;
   const auto row_bytes = static_cast<int64_t>(std::max<std::size_t>(1, dtype_nbytes(wt, K)));
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
-  parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t n0 = g * kGroup, n1 = std::min(n0 + kGroup, N);
-      for (int64_t m = 0; m < M; m += 4)
-        kern.gemv(wt, w, K, xq.data() + m * groups, static_cast<int>(std::min<int64_t>(4, M - m)), bias, y + m * N, N,
-                  n0, n1);
-    }
-  });
+  for (int64_t t0 = 0; t0 < M; t0 += kQuantRowTile) {
+    const int64_t t1 = std::min(M, t0 + kQuantRowTile);
+    parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t n0 = g * kGroup, n1 = std::min(n0 + kGroup, N);
+        for (int64_t m = t0; m < t1; m += 4)
+          kern.gemv(wt, w, K, xq.data() + m * groups, static_cast<int>(std::min<int64_t>(4, t1 - m)), bias, y + m * N,
+                    N, n0, n1);
+      }
+    });
+  }
 }
 
 }  // namespace ferry::ops::cpu
