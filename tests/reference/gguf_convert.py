@@ -2,7 +2,10 @@
 gguf-py, which scripts/venv takes from the pinned llama-cpp-python sources into .venv/src/llama.cpp): the oracle
 for ferry's GGUF loading (tests/models/gguf_model_test.cc).
 
-    gguf_convert.py CONVERTER_DIR HF_FOLDER OUT.gguf OUTTYPE      OUTTYPE: f32, f16, bf16, q8_0
+    gguf_convert.py CONVERTER_DIR HF_FOLDER OUT.gguf OUTTYPE [--vocab-none]     OUTTYPE: f32, f16, bf16, q8_0
+
+--vocab-none records tokenizer.ggml.model = "none" (llama.cpp's vocabulary-less models), so llama.cpp itself can
+load the file and run it on token ids (scripts/bench-gguf); without it the tokenizer keys are absent.
 
 Two things are stood in for, neither of which touches the weights or the model's hyperparameters:
   - mistral_common (imported by the converter for Mistral's own tokenizers only) is replaced by empty modules
@@ -32,14 +35,18 @@ def stub_mistral_common():
 
 def main():
     converter_dir, folder, out, outtype = sys.argv[1:5]
+    vocab_none = "--vocab-none" in sys.argv[5:]
     import transformers  # noqa: F401  (first: it records that mistral_common is absent before the stubs exist)
     stub_mistral_common()
     sys.path.insert(0, converter_dir)
     import convert_hf_to_gguf as c
     for n in MISTRAL:  # only the converter's import needed them; transformers must see the package as absent
         sys.modules.pop(n, None)
-    for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model):  # the weights are under test, not the vocabulary
-        cls.set_vocab = lambda self: None
+    def no_vocab(self):  # the weights are under test, not the vocabulary
+        if vocab_none:
+            self.gguf_writer.add_tokenizer_model("none")
+    for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model):
+        cls.set_vocab = no_vocab
     sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", outtype]
     c.main()
 
