@@ -1,7 +1,7 @@
-// ops::linear with block-quantized weights (q8_0 ... q6_k) on every ISA: the quantized GEMV (≤ 8 rows) against a
-// double reference on the dequantized weights and the same 8-bit activations (the kernel's exact arithmetic up to
-// f32 summation order), the accuracy that activation quantization costs against f32 activations, the GEMM path
-// (> 8 rows) against the dequantized weights, embedding lookups of quantized rows, and the errors.
+// ops::linear with block-quantized weights (q8_0 ... q6_k) on every ISA: the quantized kernels against a double
+// reference on the dequantized weights and the same 8-bit activations (the kernel's exact arithmetic up to f32
+// summation order) for decode-sized and prefill-sized inputs, the accuracy that activation quantization costs
+// against f32 activations, embedding lookups of quantized rows, and the errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,9 +45,18 @@ std::vector<double> reference(const std::vector<float>& deq, const std::vector<f
   return y;
 }
 
-// x as the kernel sees it: each run of 32 quantized to int8 with one scale.
-std::vector<float> quantized_activations(const std::vector<float>& x, int64_t M, int64_t K) {
+// x as the kernel sees it: each run of 32 (or, for the K-quants, 256) quantized to int8 with one scale.
+std::vector<float> quantized_activations(const std::vector<float>& x, int64_t M, int64_t K, DType wt) {
   std::vector<float> out(x.size());
+  if (cpu::uses_kblocks(wt)) {
+    std::vector<cpu::QBlockK> blocks(static_cast<std::size_t>(K / 256));
+    for (int64_t m = 0; m < M; ++m) {
+      cpu::scalar::quantize_x_k(x.data() + m * K, K, blocks.data());
+      for (int64_t g = 0; g < K / 256; ++g)
+        for (int i = 0; i < 256; ++i) out[m * K + 256 * g + i] = blocks[g].d * blocks[g].q[i];
+    }
+    return out;
+  }
   std::vector<cpu::QBlock8> blocks(static_cast<std::size_t>(K / 32));
   for (int64_t m = 0; m < M; ++m) {
     cpu::scalar::quantize_x(x.data() + m * K, K, blocks.data());
@@ -74,7 +83,7 @@ TEST(QuantLinear, GemvMatchesTheDequantizedWeightsOnEveryIsa) {
       SCOPED_TRACE("rows " + std::to_string(M));
       const auto xv = optest::random_floats(M * K, 100 + static_cast<uint32_t>(M), -2.0f, 2.0f);
       const Tensor x = Tensor::from_vector(xv, {M, K});
-      const auto want = reference(w.deq, quantized_activations(xv, M, K), M, N, K, &bias_v);
+      const auto want = reference(w.deq, quantized_activations(xv, M, K, dt), M, N, K, &bias_v);
       optest::for_each_isa([&](Isa) {
         EXPECT_TRUE(all_close(linear(x, w.q, bias).to_vector<float>(), want, 1e-5, 1e-4));
       });
@@ -83,7 +92,9 @@ TEST(QuantLinear, GemvMatchesTheDequantizedWeightsOnEveryIsa) {
 }
 
 // What quantizing the activations to 8 bits costs, against f32 activations on the same (dequantized) weights:
-// measured ~0.3-0.5% relative RMS for every type (printed), bounded at 1%.
+// measured 0.44-0.45% relative RMS for every type (printed; with these outlier-free activations one scale per 256
+// costs the K-quants nothing measurable — real models' logits are compared in gguf_llama_cpp_test.cc), bounded at
+// 1.5%.
 TEST(QuantLinear, ActivationQuantizationErrorIsSmall) {
   const int64_t N = 64, K = 1024;
   const auto xv = optest::random_floats(K, 9, -2.0f, 2.0f);
@@ -93,18 +104,20 @@ TEST(QuantLinear, ActivationQuantizationErrorIsSmall) {
     const double err = rel_rms(linear(x, w.q).to_vector<float>(), reference(w.deq, xv, 1, N, K));
     std::printf("  %s: relative RMS error of the 8-bit-activation GEMV vs f32 activations %.4f\n",
                 std::string(dtype_name(dt)).c_str(), err);
-    EXPECT_LT(err, 0.01) << dtype_name(dt);
+    EXPECT_LT(err, 0.015) << dtype_name(dt);
   }
 }
 
-TEST(QuantLinear, ManyRowsTakeTheGemmOnDequantizedPanels) {
-  const int64_t N = 40, K = 768, M = 13;  // K: three K-quant blocks, crossing the GEMM's 256-wide k blocks
+// Prefill-sized inputs: rows beyond one tile of 64 (and a tile ending in a partial group of four) give each row's
+// own result.
+TEST(QuantLinear, ManyRowsAreServedInTilesLikeOneRowAtATime) {
+  const int64_t N = 24, K = 768, M = 70;  // K: three K-quant blocks
   const auto xv = optest::random_floats(M * K, 21);
   const Tensor x = Tensor::from_vector(xv, {M, K});
   for (DType dt : kQuantizedDTypes) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     const QuantWeight w = make_weight(dt, N, K, 13);
-    const auto want = reference(w.deq, xv, M, N, K);
+    const auto want = reference(w.deq, quantized_activations(xv, M, K, dt), M, N, K);
     optest::for_each_isa([&](Isa) { EXPECT_TRUE(all_close(linear(x, w.q).to_vector<float>(), want, 1e-5, 1e-4)); });
   }
 }
@@ -123,6 +136,14 @@ TEST(QuantLinear, SimdActivationQuantizationIsBitIdenticalToScalar) {
     ASSERT_EQ(a[g].dsum[1], b[g].dsum[1]) << g;
     ASSERT_EQ(a[g].dsum_all, b[g].dsum_all) << g;
     for (int i = 0; i < 32; ++i) ASSERT_EQ(a[g].q[i], b[g].q[i]) << g << " " << i;
+  }
+  std::vector<cpu::QBlockK> ka(8), kb(8);
+  cpu::scalar::quantize_x_k(xv.data(), 256 * 8, ka.data());
+  cpu::avx2::quantize_x_k(xv.data(), 256 * 8, kb.data());
+  for (int g = 0; g < 8; ++g) {
+    ASSERT_EQ(ka[g].d, kb[g].d) << g;
+    for (int i = 0; i < 16; ++i) ASSERT_EQ(ka[g].bsum[i], kb[g].bsum[i]) << g << " " << i;
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(ka[g].q[i], kb[g].q[i]) << g << " " << i;
   }
 }
 

@@ -13,7 +13,6 @@
 #include <memory>
 #include <new>
 
-#include "ferry/core/quant.h"
 #include "ferry/core/thread_pool.h"
 #include "linear_kernels.h"
 #include "to_f32.h"
@@ -39,17 +38,6 @@ void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, in
 void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel) {
   const std::size_t esize = dtype_size(wt);
   float row[kKC];
-  if (is_quantized(wt)) {  // k0 and kc are whole blocks: kKC is a multiple of every block size, and so is K
-    const std::size_t row_bytes = dtype_nbytes(wt, K);
-    const auto type = *ggml_type_of(wt);
-    for (int j = 0; j < kNR; ++j) {
-      if (j < rows)
-        dequantize(type, static_cast<const char*>(w) + static_cast<std::size_t>(n0 + j) * row_bytes + dtype_nbytes(wt, k0),
-                   row, kc);
-      for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = j < rows ? row[k] : 0.0f;
-    }
-    return;
-  }
   for (int j = 0; j < kNR; ++j) {
     if (j >= rows) {
       for (int64_t k = 0; k < kc; ++k) panel[k * kNR + j] = 0.0f;

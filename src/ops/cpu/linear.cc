@@ -1,7 +1,7 @@
 // ops::linear and ops::matmul on cpu: argument checks, then the choice of path (see linear_kernels.h):
-//   quantized weights, up to 8 rows -> the quantized GEMV (quant_kernels.h), each weight row read once;
-//   one row of activations          -> GEMV, every other weight dtype;
-//   several rows                    -> the blocked GEMM, converting (or dequantizing) weight blocks as it goes.
+//   quantized weights      -> the quantized kernels (quant_kernels.h), integer dot products on 8-bit activations;
+//   one row of activations -> GEMV, every float weight dtype;
+//   several rows           -> the blocked GEMM, converting weight blocks as it goes.
 // OpenBLAS sgemm is not used for f32 weights: on the 2-core dev VM the blocked GEMM matched it at 512 × 4096 ×
 // 4096 (within noise, both ~50 GFLOP/s best-of-12 on 2 threads; OpenBLAS ~3% ahead on one idle core) and beat
 // it for few rows (64 rows: 41 vs 26 GFLOP/s), and OpenBLAS would bring a second spinning thread pool that
@@ -77,8 +77,7 @@ void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, c
   const float* bp = bias_f32.defined() ? bias_f32.data<float>() : nullptr;
   float* yp = out.data<float>();
   const Isa isa = cpu_isa();
-  if (is_quantized(weight.dtype()) && rows <= cpu::kQuantGemvMaxRows)
-    return cpu::quant_gemv(isa, weight.dtype(), weight.raw_data(), N, K, rows, xp, bp, yp);
+  if (is_quantized(weight.dtype())) return cpu::quant_gemv(isa, weight.dtype(), weight.raw_data(), N, K, rows, xp, bp, yp);
   if (rows == 1) return cpu::gemv(isa, weight.dtype(), weight.raw_data(), N, K, xp, bp, yp);
   cpu::gemm(isa, rows, N, K, xp, cpu::GemmRhs{weight.dtype(), weight.raw_data(), true}, bp, yp);
 }

@@ -115,9 +115,31 @@ void quantize_x(const float* x, int64_t K, QBlock8* out) {
   }
 }
 
-void qgemv(DType wt, const void* w, int64_t K, const QBlock8* xq, int M, const float* bias, float* y, int64_t ldy,
+void quantize_x_k(const float* x, int64_t K, QBlockK* out) {
+  for (int64_t g = 0; g < K / 256; ++g) {
+    const float* v = x + 256 * g;
+    float amax = 0.0f;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    QBlockK& b = out[g];
+    b.d = d;
+    for (int j = 0; j < 16; ++j) {
+      int s = 0;
+      for (int i = 16 * j; i < 16 * j + 16; ++i) {
+        b.q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+        s += b.q[i];
+      }
+      b.bsum[j] = static_cast<int16_t>(s);
+    }
+  }
+}
+
+void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const float* bias, float* y, int64_t ldy,
            int64_t n0, int64_t n1) {
   const int64_t groups = K / 32;
+  const bool kblocks = uses_kblocks(wt);
+  const auto* x8 = static_cast<const QBlock8*>(xq);
+  const auto* xk = static_cast<const QBlockK*>(xq);
   const std::size_t row_bytes = dtype_nbytes(wt, K);
   Group grp;
   for (int64_t n = n0; n < n1; ++n) {
@@ -126,11 +148,22 @@ void qgemv(DType wt, const void* w, int64_t K, const QBlock8* xq, int M, const f
     for (int64_t g = 0; g < groups; ++g) {
       decode_group(wt, row, g, grp);
       for (int m = 0; m < M; ++m) {
-        const QBlock8& x = xq[m * groups + g];
+        // The activation block of group g: its levels, scale and the sums of each half's levels (times d for
+        // QBlock8, whose dsum fields hold them scaled).
+        const int8_t* q;
+        float d, sum0, sum1;
+        if (kblocks) {
+          const QBlockK& b = xk[m * (K / 256) + g / 8];
+          q = b.q + 32 * (g % 8), d = b.d;
+          sum0 = d * static_cast<float>(b.bsum[2 * (g % 8)]), sum1 = d * static_cast<float>(b.bsum[2 * (g % 8) + 1]);
+        } else {
+          const QBlock8& b = x8[m * groups + g];
+          q = b.q, d = b.d, sum0 = b.dsum[0], sum1 = b.dsum[1];
+        }
         int dot[2] = {0, 0};
-        for (int i = 0; i < 32; ++i) dot[i / 16] += grp.q[i] * x.q[i];
-        acc[m] += x.d * (grp.a[0] * static_cast<float>(dot[0]) + grp.a[1] * static_cast<float>(dot[1])) +
-                  (grp.c[0] * x.dsum[0] + grp.c[1] * x.dsum[1]);
+        for (int i = 0; i < 32; ++i) dot[i / 16] += grp.q[i] * q[i];
+        acc[m] += d * (grp.a[0] * static_cast<float>(dot[0]) + grp.a[1] * static_cast<float>(dot[1])) +
+                  (grp.c[0] * sum0 + grp.c[1] * sum1);
       }
     }
     for (int m = 0; m < M; ++m) y[m * ldy + n] = bias ? acc[m] + bias[n] : acc[m];
@@ -140,19 +173,26 @@ void qgemv(DType wt, const void* w, int64_t K, const QBlock8* xq, int M, const f
 }  // namespace scalar
 
 const QuantKernels& quant_kernels(Isa isa) {
-  static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::qgemv};
-  static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::qgemv};
-  static const QuantKernels avx512_kernels{avx2::quantize_x, avx512::qgemv};
+  static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::quantize_x_k, scalar::qgemv};
+  static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::quantize_x_k, avx2::qgemv};
+  static const QuantKernels avx512_kernels{avx2::quantize_x, avx2::quantize_x_k, avx512::qgemv};
   return isa >= Isa::AVX512 ? avx512_kernels : isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
 }
 
 void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
                 float* y) {
   const auto& kern = quant_kernels(isa);
-  const int64_t groups = K / 32;
-  std::vector<QBlock8> xq(static_cast<std::size_t>(M * groups));
+  // Each activation row quantized once, in the layout the weight type takes.
+  const bool kblocks = uses_kblocks(wt);
+  const std::size_t row_size = kblocks ? static_cast<std::size_t>(K / 256) * sizeof(QBlockK)
+                                       : static_cast<std::size_t>(K / 32) * sizeof(QBlock8);
+  std::vector<uint8_t> xq(static_cast<std::size_t>(M) * row_size);
   parallel_for(0, M, std::max<int64_t>(1, 4096 / K), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) kern.quantize_x(x + m * K, K, xq.data() + m * groups);
+    for (int64_t m = m0; m < m1; ++m) {
+      uint8_t* dst = xq.data() + static_cast<std::size_t>(m) * row_size;
+      if (kblocks) kern.quantize_x_k(x + m * K, K, reinterpret_cast<QBlockK*>(dst));
+      else kern.quantize_x(x + m * K, K, reinterpret_cast<QBlock8*>(dst));
+    }
   });
   // Activation rows go in tiles of kQuantRowTile (their blocks stay in L2 while every weight row streams past);
   // weight rows in groups of 8, chunks of at least ~64 KiB of weights; within a group each activation row of the
@@ -166,8 +206,8 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t n0 = g * kGroup, n1 = std::min(n0 + kGroup, N);
         for (int64_t m = t0; m < t1; m += 4)
-          kern.gemv(wt, w, K, xq.data() + m * groups, static_cast<int>(std::min<int64_t>(4, t1 - m)), bias, y + m * N,
-                    N, n0, n1);
+          kern.gemv(wt, w, K, xq.data() + static_cast<std::size_t>(m) * row_size,
+                    static_cast<int>(std::min<int64_t>(4, t1 - m)), bias, y + m * N, N, n0, n1);
       }
     });
   }

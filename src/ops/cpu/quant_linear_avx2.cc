@@ -46,4 +46,32 @@ void quantize_x(const float* x, int64_t K, QBlock8* out) {
   }
 }
 
+void quantize_x_k(const float* x, int64_t K, QBlockK* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t g = 0; g < K / 256; ++g) {
+    const float* p = x + 256 * g;
+    __m256 mx = _mm256_setzero_ps();
+    for (int i = 0; i < 32; ++i) mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(p + 8 * i), abs_mask));
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax = _mm_cvtss_f32(m);
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    QBlockK& b = out[g];
+    b.d = d;
+    for (int c = 0; c < 8; ++c) {  // 32 values at a time
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i)
+        q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(p + 32 * c + 8 * i), idv),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      b.bsum[2 * c] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[0], q[1])));
+      b.bsum[2 * c + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q[2], q[3])));
+      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.q + 32 * c), _mm256_permutevar8x32_epi32(bytes, order));
+    }
+  }
+}
+
 }  // namespace ferry::ops::cpu::avx2

@@ -157,31 +157,70 @@ void row_q5_1(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc)
   });
 }
 
-// Q4_K / Q5_K: per 256-element block, eight (scale, min) pairs; sub-blocks 2p and 2p + 1 are the low and high
-// nibbles of the same 32 bytes (and go to accumulator sets 0 and 1).
+// ---- K-quants against QBlockK activations: integer sums over a whole 256-element block ------------------------
+
+// Σ pairs of int16 × int16 scales, accumulated into int32 lanes.
+inline __m256i madd_acc(__m256i acc, __m256i p16, __m256i scale16) {
+#if FERRY_QUANT_VNNI
+  return _mm256_dpwssd_epi32(acc, p16, scale16);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, scale16));
+#endif
+}
+
+// A vector whose low 128-bit lane repeats int16 element `lo` of a register holding eight int16 (in both lanes) and
+// whose high lane repeats element `hi` (a vpshufb pattern; constant when lo and hi are).
+inline __m256i pick16(int lo, int hi) {
+  const char a = static_cast<char>(2 * lo), b = static_cast<char>(2 * lo + 1);
+  const char c = static_cast<char>(2 * hi), e = static_cast<char>(2 * hi + 1);
+  return _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, c, e, c, e, c, e, c, e, c, e, c, e, c, e, c, e);
+}
+
+inline int hsum128_epi32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+  return _mm_cvtsi128_si32(v);
+}
+
+template <int M>
+struct AccK {
+  __m256 v[M];
+  float c[M];
+};
+
+// Q4_K / Q5_K: eight 32-element sub-blocks with 6-bit scales sc_j and mins m_j (12 packed bytes); sub-blocks 2p and
+// 2p + 1 are the low and high nibbles of the same 32 bytes. Per block and activation row:
+//   d·d_x·Σ_j sc_j·Σ q·x_q − dmin·d_x·Σ_j m_j·Σ x_q   (both inner sums in integers).
 template <int M, bool kFive>
-void row_qk(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
+void row_qk(const uint8_t* row, int64_t nsb, const QBlockK* x, AccK<M>& acc) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), b5 = _mm256_set1_epi8(0x10);
-  for (int64_t sb = 0; sb < groups / 8; ++sb) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* b = row + (kFive ? 176 : 144) * sb;
     const float d = f16_at(b), dmin = f16_at(b + 2);
-    const uint8_t* sc = b + 4;
+    uint32_t u[3];
+    std::memcpy(u, b + 4, 12);
+    const uint32_t s_lo = u[0] & 0x3F3F3F3Fu, m_lo = u[1] & 0x3F3F3F3Fu;
+    const uint32_t s_hi = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    const uint32_t m_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(s_hi), static_cast<int>(s_lo))));
+    const __m128i mn16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo)));
+    const QBlockK* xb[M];
+    __m256i isum[M];
+    FERRY_QUANT_UNROLL
+    for (int m = 0; m < M; ++m) {
+      xb[m] = x + m * nsb + sb;
+      // Σ_j m_j · (Σ x_q over sub-block j): the 16 half sums pairwise added, times the mins.
+      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[m]->bsum)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[m]->bsum + 8)));
+      acc.c[m] -= dmin * xb[m]->d * static_cast<float>(hsum128_epi32(_mm_madd_epi16(mn16, bs)));
+      isum[m] = _mm256_setzero_si256();
+    }
     const uint8_t* qs = b + (kFive ? 48 : 16);
     __m256i qh{};
     if constexpr (kFive) qh = load32(b + 16);
-    const QBlock8* xs = x + 8 * sb;
     FERRY_QUANT_UNROLL
     for (int p = 0; p < 4; ++p) {
-      int s[2], m[2];
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * p + h;
-        if (j < 4) {
-          s[h] = sc[j] & 63, m[h] = sc[j + 4] & 63;
-        } else {
-          s[h] = (sc[j + 4] & 0x0F) | ((sc[j - 4] >> 6) << 4);
-          m[h] = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
-        }
-      }
       const __m256i v = load32(qs + 32 * p);
       __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
       if constexpr (kFive) {
@@ -190,78 +229,109 @@ void row_qk(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
         lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), b5));
         hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), b5));
       }
-      const float a0 = d * static_cast<float>(s[0]), c0 = -dmin * static_cast<float>(m[0]);
-      const float a1 = d * static_cast<float>(s[1]), c1 = -dmin * static_cast<float>(m[1]);
-      step<M, false, false, 0>(lo, __m256i{}, a0, a0, c0, c0, xs + 2 * p, groups, acc);
-      step<M, false, false, 1>(hi, __m256i{}, a1, a1, c1, c1, xs + 2 * p + 1, groups, acc);
+      const __m256i s_a = _mm256_shuffle_epi8(sc16, pick16(2 * p, 2 * p));
+      const __m256i s_b = _mm256_shuffle_epi8(sc16, pick16(2 * p + 1, 2 * p + 1));
+      FERRY_QUANT_UNROLL
+      for (int m = 0; m < M; ++m) {
+        const __m256i xa = load32(reinterpret_cast<const uint8_t*>(xb[m]->q) + 64 * p);
+        const __m256i xc = load32(reinterpret_cast<const uint8_t*>(xb[m]->q) + 64 * p + 32);
+        isum[m] = madd_acc(isum[m], _mm256_maddubs_epi16(lo, xa), s_a);
+        isum[m] = madd_acc(isum[m], _mm256_maddubs_epi16(hi, xc), s_b);
+      }
     }
+    FERRY_QUANT_UNROLL
+    for (int m = 0; m < M; ++m)
+      acc.v[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(d * xb[m]->d), acc.v[m]);
   }
 }
 
-// Q6_K: per 256-element block two halves of 128; group gg of a half takes the low (gg < 2) or high nibbles of
-// ql[32·(gg & 1) ...] and bits 2gg, 2gg + 1 of qh; each 16 elements have their own int8 scale.
+// Q6_K: two halves of 128; group gg of a half takes the low (gg < 2) or high nibbles of ql[32·(gg & 1) ...] and bits
+// 2gg, 2gg + 1 of qh; each 16 elements have an int8 scale. Per block and activation row, in integers:
+//   Σ_i s_i · Σ (q − 32)·x_q  =  Σ_i s_i · Σ q·x_q − 32 · Σ_i s_i · bsum_i,   times d · d_x once.
 template <int M>
-void row_q6_k(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
+void row_q6_k(const uint8_t* row, int64_t nsb, const QBlockK* x, AccK<M>& acc) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-  for (int64_t sb = 0; sb < groups / 8; ++sb) {
+  for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* b = row + 210 * sb;
     const float d = f16_at(b + 208);
-    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192));
+    const __m256i sc_all = _mm256_cvtepi8_epi16(sc8);  // the 16 scales as int16, in order
+    const __m256i sc_half[2] = {_mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc_all)),
+                                _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc_all, 1))};
+    const QBlockK* xb[M];
+    __m256i isum[M];
+    FERRY_QUANT_UNROLL
+    for (int m = 0; m < M; ++m) {
+      xb[m] = x + m * nsb + sb;
+      const __m256i off = _mm256_madd_epi16(sc_all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[m]->bsum)));
+      isum[m] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    }
     FERRY_QUANT_UNROLL
     for (int half = 0; half < 2; ++half) {
       const __m256i lv0 = load32(b + 64 * half), lv1 = load32(b + 64 * half + 32);
       const __m256i hv = load32(b + 128 + 32 * half);
-      const QBlock8* xs = x + 8 * sb + 4 * half;
-      const int8_t* s = scales + 8 * half;
-      // Groups 0..3: low nibbles of lv0 / lv1 with qh bits 0-1 / 2-3, then high nibbles with bits 4-5 / 6-7.
-      const __m256i w0 = _mm256_or_si256(_mm256_and_si256(lv0, m4), _mm256_slli_epi16(_mm256_and_si256(hv, m2), 4));
-      const __m256i w1 = _mm256_or_si256(_mm256_and_si256(lv1, m4),
-                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2), m2), 4));
-      const __m256i w2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lv0, 4), m4),
-                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 4), m2), 4));
-      const __m256i w3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lv1, 4), m4),
-                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 6), m2), 4));
-      float a[8];
-      for (int i = 0; i < 8; ++i) a[i] = d * static_cast<float>(s[i]);
-      step<M, false, true, 0>(w0, __m256i{}, a[0], a[1], -32.0f * a[0], -32.0f * a[1], xs + 0, groups, acc);
-      step<M, false, true, 1>(w1, __m256i{}, a[2], a[3], -32.0f * a[2], -32.0f * a[3], xs + 1, groups, acc);
-      step<M, false, true, 0>(w2, __m256i{}, a[4], a[5], -32.0f * a[4], -32.0f * a[5], xs + 2, groups, acc);
-      step<M, false, true, 1>(w3, __m256i{}, a[6], a[7], -32.0f * a[6], -32.0f * a[7], xs + 3, groups, acc);
+      __m256i w[4];
+      w[0] = _mm256_or_si256(_mm256_and_si256(lv0, m4), _mm256_slli_epi16(_mm256_and_si256(hv, m2), 4));
+      w[1] = _mm256_or_si256(_mm256_and_si256(lv1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2), m2), 4));
+      w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lv0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 4), m2), 4));
+      w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lv1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 6), m2), 4));
+      FERRY_QUANT_UNROLL
+      for (int gg = 0; gg < 4; ++gg) {
+        const __m256i s = _mm256_shuffle_epi8(sc_half[half], pick16(2 * gg, 2 * gg + 1));
+        FERRY_QUANT_UNROLL
+        for (int m = 0; m < M; ++m) {
+          const __m256i xv = load32(reinterpret_cast<const uint8_t*>(xb[m]->q) + 128 * half + 32 * gg);
+          isum[m] = madd_acc(isum[m], _mm256_maddubs_epi16(w[gg], xv), s);
+        }
+      }
     }
+    FERRY_QUANT_UNROLL
+    for (int m = 0; m < M; ++m)
+      acc.v[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[m]), _mm256_set1_ps(d * xb[m]->d), acc.v[m]);
   }
 }
 
 template <int M>
-void rows(DType wt, const void* w, int64_t K, const QBlock8* xq, const float* bias, float* y, int64_t ldy, int64_t n0,
+void rows(DType wt, const void* w, int64_t K, const void* xq, const float* bias, float* y, int64_t ldy, int64_t n0,
           int64_t n1) {
   const int64_t groups = K / 32;
   const std::size_t row_bytes = dtype_nbytes(wt, K);
+  const auto* x8 = static_cast<const QBlock8*>(xq);
+  const auto* xk = static_cast<const QBlockK*>(xq);
   for (int64_t n = n0; n < n1; ++n) {
     const auto* row = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(n) * row_bytes;
-    Acc<M> acc;
-    for (int s = 0; s < 2; ++s)
-      for (int m = 0; m < M; ++m) acc.v[s][m] = _mm256_setzero_ps(), acc.c[s][m] = 0.0f;
-    switch (wt) {
-      case DType::Q8_0: row_q8_0<M>(row, groups, xq, acc); break;
-      case DType::Q4_0: row_q4_0<M>(row, groups, xq, acc); break;
-      case DType::Q4_1: row_q4_1<M>(row, groups, xq, acc); break;
-      case DType::Q5_0: row_q5_0<M>(row, groups, xq, acc); break;
-      case DType::Q5_1: row_q5_1<M>(row, groups, xq, acc); break;
-      case DType::Q4_K: row_qk<M, false>(row, groups, xq, acc); break;
-      case DType::Q5_K: row_qk<M, true>(row, groups, xq, acc); break;
-      case DType::Q6_K: row_q6_k<M>(row, groups, xq, acc); break;
-      default: return;
+    float out[M];
+    if (wt == DType::Q4_K || wt == DType::Q5_K || wt == DType::Q6_K) {
+      AccK<M> acc;
+      for (int m = 0; m < M; ++m) acc.v[m] = _mm256_setzero_ps(), acc.c[m] = 0.0f;
+      if (wt == DType::Q4_K) row_qk<M, false>(row, groups / 8, xk, acc);
+      else if (wt == DType::Q5_K) row_qk<M, true>(row, groups / 8, xk, acc);
+      else row_q6_k<M>(row, groups / 8, xk, acc);
+      for (int m = 0; m < M; ++m) out[m] = hsum8(acc.v[m]) + acc.c[m];
+    } else {
+      Acc<M> acc;
+      for (int s = 0; s < 2; ++s)
+        for (int m = 0; m < M; ++m) acc.v[s][m] = _mm256_setzero_ps(), acc.c[s][m] = 0.0f;
+      switch (wt) {
+        case DType::Q8_0: row_q8_0<M>(row, groups, x8, acc); break;
+        case DType::Q4_0: row_q4_0<M>(row, groups, x8, acc); break;
+        case DType::Q4_1: row_q4_1<M>(row, groups, x8, acc); break;
+        case DType::Q5_0: row_q5_0<M>(row, groups, x8, acc); break;
+        case DType::Q5_1: row_q5_1<M>(row, groups, x8, acc); break;
+        default: return;
+      }
+      for (int m = 0; m < M; ++m) out[m] = hsum8(_mm256_add_ps(acc.v[0][m], acc.v[1][m])) + (acc.c[0][m] + acc.c[1][m]);
     }
-    for (int m = 0; m < M; ++m) {
-      const float v = hsum8(_mm256_add_ps(acc.v[0][m], acc.v[1][m])) + (acc.c[0][m] + acc.c[1][m]);
-      y[m * ldy + n] = bias ? v + bias[n] : v;
-    }
+    for (int m = 0; m < M; ++m) y[m * ldy + n] = bias ? out[m] + bias[n] : out[m];
   }
 }
 
 }  // namespace
 
-void qgemv(DType wt, const void* w, int64_t K, const QBlock8* xq, int M, const float* bias, float* y, int64_t ldy,
+void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const float* bias, float* y, int64_t ldy,
            int64_t n0, int64_t n1) {
   switch (M) {
     case 1: return rows<1>(wt, w, K, xq, bias, y, ldy, n0, n1);
