@@ -5,13 +5,15 @@
 //  - logits of the prompt's last position: within kLogitTolerance of max |logit| ~20. Both engines multiply the
 //    quantized weights by activations quantized to 8 bits (llama.cpp: Q8_0/Q8_1 per 32, Q8_K per 256 for the K
 //    types; ferry: per 32 for every type), and round differently, so they differ by about what each differs from
-//    the exact result. Measured per type (max over two prompts): q4_1 0.81, q8_0 0.89, q4_0 1.39, q5_0 0.74,
-//    q5_1 0.90, q4_k_m 1.79, q5_k_m 1.51, q6_k 2.09;
+//    the exact result. Measured per type (max over two prompts): q4_1 1.21, q8_0 0.85, q4_0 1.39, q5_0 0.84,
+//    q5_1 0.81, q4_k_m 1.36, q5_k_m 1.54, q6_k 1.80;
 //  - ferry's quantized kernels against the same file dequantized exactly to f32 (from_pretrained with dtype f32):
-//    within kQuantizedVsExact; measured q8_0 0.71, q4_0 2.09, q5_0 0.70, q5_1 1.32, q4_k_m 0.79, q5_k_m 0.77,
-//    q6_k 0.70 — the cost of 8-bit activations through 30 layers;
-//  - greedy ids: equal at every step until the first one whose top-2 margin (in ferry's logits) is below twice the
-//    logit difference measured at the prompt, where the two engines may legitimately pick different tokens.
+//    within kQuantizedVsExact; measured q4_1 0.85, q8_0 0.71, q4_0 2.09, q5_0 0.70, q5_1 1.32, q4_k_m 1.35,
+//    q5_k_m 1.42, q6_k 1.15 — the cost of 8-bit activations through 30 layers;
+//  - greedy ids: equal at every step until the first step where the engines pick different tokens, which must be a
+//    near tie: llama.cpp's token within twice the prompt's logit difference of ferry's best in ferry's logits
+//    (greedy steps equal out of 16 on the two prompts: q4_1 16, 7; q8_0 5, 16; q4_0 16, 1; q5_0 2, 3; q5_1 16,
+//    16; q4_k_m 11, 16; q5_k_m 5, 4; q6_k 14, 10).
 // And against transformers loading the same file (tests/reference/hf_gguf_oracle.py: the gguf package dequantizes
 // to f32), ferry's exact load: logits within 1e-3 (measured 3e-5-6e-5) and the greedy ids equal.
 #include <gtest/gtest.h>
@@ -61,11 +63,15 @@ void expect_like_llama_cpp(const nlohmann::json& want, CausalLM& model, const st
     std::size_t checked = 0;
     for (std::size_t step = 0; step < ids.size(); ++step) {
       const auto row = logits.to_vector<float>();
-      std::vector<float> sorted = row;
-      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-      if (sorted[0] - sorted[1] < 2 * diff) break;  // a near tie: either engine's choice is right
       const int64_t next = std::max_element(row.begin(), row.end()) - row.begin();
-      ASSERT_EQ(next, ids[step]) << what << ", prompt " << p << ", step " << step;
+      if (next != ids[step]) {
+        // Either engine's choice is right only at a near tie: llama.cpp's token must be within the logit
+        // difference measured at the prompt of ferry's best one.
+        const double gap = row[next] - row[ids[step]];
+        EXPECT_LE(gap, 2 * diff) << what << ", prompt " << p << ", step " << step << ": ferry picks " << next
+                                 << ", llama.cpp " << ids[step];
+        break;
+      }
       ++checked;
       logits = model.logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1);
     }
@@ -172,10 +178,11 @@ TEST(GgufLlamaCpp, SmolLM2TokenizesAndGeneratesAsLlamaCpp) {
     EXPECT_EQ(tok.encode(s, false), t["ids"].get<std::vector<text::TokenId>>()) << s;
   }
   auto model = AutoModelForCausalLM::from_pretrained(*gguf);
-  expect_like_llama_cpp(want, *model, "q4_1", 1);
+  expect_like_llama_cpp(want, *model, "q4_1", 4);
 
   // transformers on the same file, same prompts, 16 steps, against ferry's exact (dequantized f32) load.
   auto exact = AutoModelForCausalLM::from_pretrained(*gguf, {.dtype = DType::F32});
+  expect_quantized_near_exact(*model, *exact, want["greedy"][1]["prompt"].get<std::vector<int64_t>>(), "q4_1");
   nlohmann::json prompts = nlohmann::json::array();
   for (const auto& g : want["greedy"]) prompts.push_back(g["prompt"]);
   expect_like_transformers(run_transformers(*python, *gguf, dir.path() / "transformers.json", prompts, 16), *exact,
