@@ -2,10 +2,13 @@
 gguf-py, which scripts/venv takes from the pinned llama-cpp-python sources into .venv/src/llama.cpp): the oracle
 for ferry's GGUF loading (tests/models/gguf_model_test.cc).
 
-    gguf_convert.py CONVERTER_DIR HF_FOLDER OUT.gguf OUTTYPE [--vocab-none]     OUTTYPE: f32, f16, bf16, q8_0
+    gguf_convert.py CONVERTER_DIR HF_FOLDER OUT.gguf OUTTYPE [--vocab-none | --with-vocab]
+    OUTTYPE: f32, f16, bf16, q8_0
 
 --vocab-none records tokenizer.ggml.model = "none" (llama.cpp's vocabulary-less models), so llama.cpp itself can
-load the file and run it on token ids (scripts/bench-gguf); without it the tokenizer keys are absent.
+load the file and run it on token ids (scripts/bench-gguf); --with-vocab runs the converter's own vocabulary step
+(a folder with a SentencePiece tokenizer.model: tests/reference/spm_gguf_oracle.py); by default the tokenizer keys
+are absent.
 
 Two things are stood in for, neither of which touches the weights or the model's hyperparameters:
   - mistral_common (imported by the converter for Mistral's own tokenizers only) is replaced by empty modules
@@ -45,8 +48,9 @@ def main():
     def no_vocab(self):  # the weights are under test, not the vocabulary
         if vocab_none:
             self.gguf_writer.add_tokenizer_model("none")
-    for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model):
-        cls.set_vocab = no_vocab
+    if "--with-vocab" not in sys.argv[5:]:
+        for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model):
+            cls.set_vocab = no_vocab
     sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", outtype]
     c.main()
 

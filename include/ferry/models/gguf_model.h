@@ -45,9 +45,11 @@ DType gguf_default_dtype(const io::GgufFile& file);
 /// The tokenizer a GGUF file's `tokenizer.ggml.*` metadata describes, as a tokenizer.json document for
 /// text::Tokenizer::from_json (so one tokenizer implementation serves folders and GGUF files). Supported: the "gpt2"
 /// model (byte-level BPE: tokens, merges, token types) with llama.cpp's pre-tokenizers gpt2, smollm, llama-bpe /
-/// llama3, qwen2 (and the other names that share their regexes); control and user-defined tokens become added
-/// tokens; add_bos_token / add_eos_token become the post-processor. Throws ferry::Error naming the key for a model
-/// or pre-tokenizer ferry does not reproduce (e.g. "llama" SentencePiece files), instead of tokenizing differently.
+/// llama3, qwen2 (and the other names that share their regexes), and the "llama" model (SentencePiece BPE: tokens,
+/// scores, token types, add_space_prefix; as a BPE with byte fallback whose merges are ranked by score,
+/// src/models/gguf_tokenizer.cc); control and user-defined tokens become added tokens; add_bos_token /
+/// add_eos_token become the post-processor. Throws ferry::Error naming the key for a model or pre-tokenizer ferry
+/// does not reproduce, instead of tokenizing differently.
 nlohmann::json gguf_tokenizer_json(const io::GgufFile& file);
 
 /// Every tensor of `file` under its HF name, as stored (zero-copy views; quantized ones as quantized DTypes), with
