@@ -12,5 +12,6 @@ void add_tokenize_command(CLI::App& app);
 void add_offload_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 }  // namespace ferry::cli

@@ -82,6 +82,24 @@ std::optional<std::string> hf_tensor_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<std::string> gguf_tensor_name(std::string_view hf) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  constexpr std::string_view layers = "model.layers.";
+  if (hf.substr(0, layers.size()) != layers) return std::nullopt;
+  const std::string_view rest = hf.substr(layers.size());
+  const std::size_t dot1 = rest.find('.'), dot2 = rest.rfind('.');
+  if (dot1 == 0 || dot1 == std::string_view::npos || dot2 <= dot1) return std::nullopt;
+  const std::string_view layer = rest.substr(0, dot1), module = rest.substr(dot1 + 1, dot2 - dot1 - 1),
+                         kind = rest.substr(dot2 + 1);
+  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  if (kind != "weight" && kind != "bias") return std::nullopt;
+  for (const auto& [gguf, name] : kBlockNames)
+    if (module == name) return "blk." + std::string(layer) + "." + std::string(gguf) + "." + std::string(kind);
+  return std::nullopt;
+}
+
 ConfigJson gguf_config(const io::GgufFile& f) {
   const std::string arch = arch_of(f);
   if (arch != "llama" && arch != "qwen2")

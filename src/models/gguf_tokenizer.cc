@@ -9,13 +9,17 @@
 //    Prepend("▁") + Replace(" ", "▁"), applied to each fragment between special tokens; decoder the reverse.
 //    transformers converts GGUF SentencePiece vocabularies the same way.
 // Control tokens (type 3) and user-defined ones (type 4) become added tokens, matched whole in the text.
+// gguf_tokenizer_metadata goes the other way for export_gguf (tokenizer.json -> tokenizer.ggml.*).
 #include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <fstream>
+
 #include "ferry/core/error.h"
+#include "ferry/io/gguf_writer.h"
 #include "ferry/models/gguf_model.h"
 
 namespace ferry::models {
@@ -221,7 +225,158 @@ nlohmann::json sentencepiece_tokenizer(const io::GgufFile& f, const Vocab& v) {
   return j;
 }
 
+// ---- tokenizer.json -> tokenizer.ggml.* (export) ----------------------------------------------------------------
+
+// The Split regexes of Hugging Face tokenizer.json files for the pre-tokenizers llama.cpp names.
+std::string hf_pre_tokenizer_name(const nlohmann::json& pre) {
+  if (!pre.is_object()) return "";
+  const std::string type = pre.value("type", "");
+  if (type == "ByteLevel") return pre.value("use_regex", true) ? "gpt2" : "";
+  if (type != "Sequence" || !pre.contains("pretokenizers")) return "";
+  const auto& seq = pre["pretokenizers"];
+  if (seq.size() == 2 && seq[0].value("type", "") == "Digits" && seq[0].value("individual_digits", false) &&
+      seq[1].value("type", "") == "ByteLevel" && seq[1].value("use_regex", true))
+    return "smollm";
+  if (seq.size() == 2 && seq[0].value("type", "") == "Split" && seq[1].value("type", "") == "ByteLevel" &&
+      seq[0].contains("pattern") && seq[0]["pattern"].contains("Regex")) {
+    const std::string r = seq[0]["pattern"]["Regex"].get<std::string>();
+    if (r.rfind("(?i:'s|'t|'re|'ve|'m|'ll|'d)", 0) == 0 || r.rfind("(?:'[sS]|'[tT]|'[rR][eE]", 0) == 0) {
+      if (r.find(R"(\p{N}{1,3})") != std::string::npos) return "llama-bpe";
+      if (r.find(R"(|\p{N}|)") != std::string::npos) return "qwen2";
+    }
+  }
+  return "";
+}
+
+bool spm_like(const nlohmann::json& tok) {
+  const auto& model = tok["model"];
+  if (!model.value("byte_fallback", false)) return false;
+  const std::string dump = tok.contains("normalizer") ? tok["normalizer"].dump() : "";
+  const std::string pre = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"].dump() : "";
+  return dump.find("\u2581") != std::string::npos || dump.find("▁") != std::string::npos ||
+         pre.find("Metaspace") != std::string::npos;
+}
+
 }  // namespace
+
+GgufTokenizerMetadata gguf_tokenizer_metadata(const std::filesystem::path& folder, const ConfigJson& config) {
+  GgufTokenizerMetadata out;
+  const auto path = folder / "tokenizer.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    out.description = "none (no tokenizer.json): the file runs on token ids only";
+    out.metadata.emplace_back("tokenizer.ggml.model", io::gguf_string("none"));
+    return out;
+  }
+  std::ifstream in(path);
+  nlohmann::json tok;
+  try {
+    tok = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw Error(std::string("not valid JSON: ") + e.what(), path.string(), "");
+  }
+  const nlohmann::json& model = tok.contains("model") ? tok["model"] : nlohmann::json::object();
+  if (model.value("type", "") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object()) {
+    out.description = "none (a " + model.value("type", std::string("?")) +
+                      " tokenizer: ferry writes BPE vocabularies only): the file runs on token ids only";
+    out.metadata.emplace_back("tokenizer.ggml.model", io::gguf_string("none"));
+    return out;
+  }
+  // Tokens by id: the model's vocabulary, the added tokens, and llama.cpp's [PAD<i>] up to the embedding's rows.
+  const int64_t vocab_size = config.require_int("vocab_size");
+  std::vector<std::string> tokens(static_cast<std::size_t>(vocab_size));
+  std::vector<int32_t> types(tokens.size(), kUnused);
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
+    const int64_t id = it.value().get<int64_t>();
+    if (id < 0 || id >= vocab_size)
+      throw Error("token id " + std::to_string(id) + " of "" + it.key() + "" is outside vocab_size " +
+                      std::to_string(vocab_size), path.string(), "are config.json and tokenizer.json from one model?");
+    tokens[static_cast<std::size_t>(id)] = it.key(), types[static_cast<std::size_t>(id)] = kNormal;
+  }
+  if (tok.contains("added_tokens"))
+    for (const auto& a : tok["added_tokens"]) {
+      const int64_t id = a.value("id", int64_t{-1});
+      if (id < 0 || id >= vocab_size) continue;
+      tokens[static_cast<std::size_t>(id)] = a.value("content", std::string());
+      types[static_cast<std::size_t>(id)] = a.value("special", false) ? kControl : kUserDefined;
+    }
+  for (std::size_t id = 0; id < tokens.size(); ++id)
+    if (tokens[id].empty()) tokens[id] = "[PAD" + std::to_string(id) + "]";
+
+  const bool spm = spm_like(tok);
+  const std::string pre = spm ? "" : hf_pre_tokenizer_name(tok.value("pre_tokenizer", nlohmann::json()));
+  if (!spm && pre.empty()) {
+    out.description = "none (a byte-level BPE whose pre-tokenizer llama.cpp does not name): the file runs on token "
+                      "ids only";
+    out.metadata.emplace_back("tokenizer.ggml.model", io::gguf_string("none"));
+    return out;
+  }
+  // Merges as "a b" strings, whichever form tokenizer.json uses.
+  std::vector<std::string> merges;
+  for (const auto& m : model.value("merges", nlohmann::json::array()))
+    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+
+  nlohmann::json token_list = nlohmann::json::array(), type_list = nlohmann::json::array();
+  for (std::size_t id = 0; id < tokens.size(); ++id) token_list.push_back(tokens[id]), type_list.push_back(types[id]);
+  if (spm) {
+    // SentencePiece scores from merge ranks: the token a merge makes scores −rank (earlier merges win), so
+    // llama.cpp's highest-score-first merging follows the merge list.
+    std::map<std::string, std::size_t> ids;
+    for (std::size_t id = 0; id < tokens.size(); ++id) ids.emplace(tokens[id], id);
+    std::vector<double> scores(tokens.size(), 0.0);
+    std::vector<bool> scored(tokens.size(), false);
+    for (std::size_t r = 0; r < merges.size(); ++r) {
+      const std::size_t sp = merges[r].find(' ');
+      if (sp == std::string::npos) continue;
+      const auto it = ids.find(merges[r].substr(0, sp) + merges[r].substr(sp + 1));
+      if (it != ids.end() && !scored[it->second]) scores[it->second] = -static_cast<double>(r), scored[it->second] = true;
+    }
+    const std::string unk = model.value("unk_token", nlohmann::json()).is_string() ? model["unk_token"].get<std::string>() : "";
+    nlohmann::json score_list = nlohmann::json::array();
+    for (std::size_t id = 0; id < tokens.size(); ++id) {
+      const std::string& t = tokens[id];
+      if (types[id] == kNormal && t.size() == 6 && t.rfind("<0x", 0) == 0 && t.back() == '>') type_list[id] = kByte;
+      if (!unk.empty() && t == unk) type_list[id] = kUnknown;
+      // Tokens no merge makes (single characters, bytes, specials) are never merge results: below every merge.
+      score_list.push_back(scored[id] ? scores[id] : -1e9);
+    }
+    const std::string norm = tok.contains("normalizer") ? tok["normalizer"].dump() : "";
+    const std::string pre_dump = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"].dump() : "";
+    const bool space_prefix = norm.find("Prepend") != std::string::npos ||
+                              (pre_dump.find("Metaspace") != std::string::npos &&
+                               pre_dump.find(R"("never")") == std::string::npos);
+    out.metadata.emplace_back("tokenizer.ggml.model", io::gguf_string("llama"));
+    out.metadata.emplace_back("tokenizer.ggml.tokens", io::gguf_array(io::GgufValueType::String, token_list));
+    out.metadata.emplace_back("tokenizer.ggml.scores", io::gguf_array(io::GgufValueType::F32, score_list));
+    out.metadata.emplace_back("tokenizer.ggml.token_type", io::gguf_array(io::GgufValueType::I32, type_list));
+    out.metadata.emplace_back("tokenizer.ggml.add_space_prefix", io::gguf_bool(space_prefix));
+    if (!unk.empty() && ids.count(unk))
+      out.metadata.emplace_back("tokenizer.ggml.unknown_token_id", io::gguf_u32(static_cast<uint32_t>(ids.at(unk))));
+    out.description = "llama (SentencePiece BPE, scored by merge rank)";
+  } else {
+    out.metadata.emplace_back("tokenizer.ggml.model", io::gguf_string("gpt2"));
+    out.metadata.emplace_back("tokenizer.ggml.pre", io::gguf_string(pre));
+    out.metadata.emplace_back("tokenizer.ggml.tokens", io::gguf_array(io::GgufValueType::String, token_list));
+    out.metadata.emplace_back("tokenizer.ggml.token_type", io::gguf_array(io::GgufValueType::I32, type_list));
+    out.metadata.emplace_back("tokenizer.ggml.merges", io::gguf_array(io::GgufValueType::String, merges));
+    out.description = "gpt2 (byte-level BPE, pre-tokenizer " + pre + ")";
+  }
+  // BOS/EOS: config.json's ids; BOS added when the post-processor puts a special token first.
+  auto first_id = [&](const char* key) -> std::optional<int64_t> {
+    const nlohmann::json& j = config.json();
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    if (j[key].is_array()) return j[key].empty() ? std::nullopt : std::optional<int64_t>(j[key][0].get<int64_t>());
+    return j[key].get<int64_t>();
+  };
+  if (auto bos = first_id("bos_token_id")) out.metadata.emplace_back("tokenizer.ggml.bos_token_id", io::gguf_u32(static_cast<uint32_t>(*bos)));
+  if (auto eos = first_id("eos_token_id")) out.metadata.emplace_back("tokenizer.ggml.eos_token_id", io::gguf_u32(static_cast<uint32_t>(*eos)));
+  const nlohmann::json post = tok.value("post_processor", nlohmann::json());
+  const bool add_bos = post.is_object() && post.value("type", "") == "TemplateProcessing" && post.contains("single") &&
+                       !post["single"].empty() && post["single"][0].contains("SpecialToken");
+  out.metadata.emplace_back("tokenizer.ggml.add_bos_token", io::gguf_bool(add_bos));
+  out.metadata.emplace_back("tokenizer.ggml.add_eos_token", io::gguf_bool(false));
+  return out;
+}
 
 nlohmann::json gguf_tokenizer_json(const io::GgufFile& f) {
   const std::string model = f.require_string("tokenizer.ggml.model");

@@ -407,6 +407,50 @@ TEST_F(FerryCli, QuantizeFlagQuantizesWhileLoading) {
   EXPECT_CONTAINS(typo.err, "--quantize");
 }
 
+// ferry quantize: the GGUF it writes runs in ferry like the folder quantized at load, carries the folder's
+// tokenizer (ferry's demo vocabulary is SentencePiece-style: exported as a "llama" vocabulary scored by merge rank)
+// and, with the reference venv, llama.cpp tokenizes texts with it as ferry tokenizes them from the folder.
+TEST_F(FerryCli, QuantizeWritesAGgufBothEnginesRead) {
+  const fs::path gguf = dir_ / "demo.q8_0.gguf";
+  CliRun q = ferry("quantize -m " + model_.string() + " -o " + gguf.string() + " --type q8_0");
+  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_CONTAINS(q.out, "q8_0");
+  EXPECT_CONTAINS(q.out, "tokenizer: llama");
+  CliRun want = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --quantize q8_0 --dtype f32");
+  CliRun got = ferry("generate -m " + gguf.string() + " --prompt-ids 1,5,9 -n 4 --json");
+  ASSERT_EQ(want.code, 0) << want.err;
+  ASSERT_EQ(got.code, 0) << got.err;
+  EXPECT_EQ(nlohmann::json::parse(got.out)["generated_ids"], nlohmann::json::parse(want.out)["generated_ids"]);
+  const std::vector<std::string> texts = {"Hello world, this is a test.", "digits 12345 and  spaces"};
+  std::vector<std::string> folder_ids;
+  for (const auto& t : texts) {
+    CliRun a = ferry("tokenize -m " + model_.string() + " \"" + t + "\"");
+    CliRun b = ferry("tokenize -m " + gguf.string() + " \"" + t + "\"");
+    ASSERT_EQ(a.code, 0) << a.err;
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(b.out, a.out) << t;
+    folder_ids.push_back(a.out);
+  }
+  CliRun bad = ferry("quantize -m " + model_.string() + " -o " + (dir_ / "x.gguf").string() + " --type q2_k");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_CONTAINS(bad.err, "unknown GGUF type");
+
+  const fs::path python = fs::path(FERRY_SOURCE_DIR) / ".venv" / "bin" / "python";
+  if (!fs::exists(python)) GTEST_SKIP() << "no reference venv with llama-cpp-python (scripts/venv)";
+  const fs::path json = dir_ / "llama_cpp.json";
+  ASSERT_EQ(ferry::test::run_reference_script(python, "llama_cpp_logits.py",
+                                              {gguf.string(), json.string(), "1,5,9", texts[0], texts[1]},
+                                              dir_ / "llama_cpp.log"),
+            "");
+  std::ifstream in(json);
+  const auto tok = nlohmann::json::parse(in)["tokenize"];
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    std::string ids;
+    for (const auto& id : tok[i]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+    EXPECT_EQ(ids + "\n", folder_ids[i]) << texts[i];
+  }
+}
+
 // An accelerator with most layers offloaded to cpu (a virtual one here: host memory posing as a GPU, enabled by
 // FERRY_VIRTUAL_DEVICES): the weights stream host→device every forward, and generate and bench report how much.
 TEST_F(FerryCli, OffloadToAnAcceleratorReportsHostToDeviceTraffic) {

@@ -12,6 +12,9 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <utility>
+#include <vector>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +41,9 @@ ConfigJson gguf_config(const io::GgufFile& file);
 /// or nullopt for names with no counterpart.
 std::optional<std::string> hf_tensor_name(std::string_view gguf_name);
 
+/// The llama.cpp name of an HF tensor name (the inverse of hf_tensor_name), or nullopt.
+std::optional<std::string> gguf_tensor_name(std::string_view hf_name);
+
 /// The dtype a GGUF's weights load as by default: the type of its first attention projection when that is f32, f16
 /// or bf16, else f32 (quantized weights dequantize exactly into f32).
 DType gguf_default_dtype(const io::GgufFile& file);
@@ -56,6 +62,36 @@ nlohmann::json gguf_tokenizer_json(const io::GgufFile& file);
 /// Llama's q/k rows back in HF order (copies). Throws for tensors without an HF name and types ferry has no DType
 /// for (naming them). Loading casts each to its skeleton slot's dtype.
 io::StateDict gguf_state_dict(const io::GgufFile& file, const ConfigJson& config);
+/// The `tokenizer.ggml.*` metadata for a Hugging Face folder's tokenizer.json (the inverse of gguf_tokenizer_json):
+/// a byte-level BPE with a pre-tokenizer llama.cpp names (gpt2, smollm, llama-bpe, qwen2) becomes a "gpt2"
+/// vocabulary; a BPE with byte fallback and ▁ for spaces (Llama 1/2, Mistral, TinyLlama) a "llama" SentencePiece
+/// one, scored by merge rank. Anything else gives no metadata and a description saying why (the GGUF then runs on
+/// token ids only).
+struct GgufTokenizerMetadata {
+  std::vector<std::pair<std::string, io::GgufValue>> metadata;
+  std::string description;  ///< "gpt2 (smollm)", "llama (SentencePiece)", or why there is none
+};
+GgufTokenizerMetadata gguf_tokenizer_metadata(const std::filesystem::path& folder, const ConfigJson& config);
+
+/// `ferry quantize`: the model at `source` (a Hugging Face folder or a GGUF file of llama, mistral or qwen2) as a
+/// GGUF file llama.cpp loads — config as <arch>.* metadata, tensors under llama.cpp's names with q/k rows in its
+/// order, a tied head left out, the tokenizer copied (GGUF) or converted (gguf_tokenizer_metadata) — its weights in
+/// `type`: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q6_k, or the mixes q4_k_m / q5_k_m (q4_k / q5_k, with
+/// output.weight and the attn_v / ffn_down of llama.cpp's use_more_bits layers in q6_k). Norms stay f32; rows that
+/// are not whole blocks fall back to q8_0 or f16. One tensor is quantized at a time while the file is written
+/// (atomically). Quantizers: core/quant.h. llama.cpp: convert_hf_to_gguf.py + llama-quantize.
+struct GgufExportOptions {
+  std::string type = "q8_0";
+  std::string name;  ///< general.name (default: the source's file or folder name)
+};
+struct GgufExportReport {
+  std::map<std::string, int64_t> tensors_per_type;  ///< "q4_k" -> count
+  uint64_t bytes = 0;                               ///< tensor bytes written
+  std::string tokenizer;                            ///< what was written for the vocabulary
+};
+GgufExportReport export_gguf(const std::filesystem::path& source, const std::filesystem::path& out,
+                             const GgufExportOptions& options = {});
+
 /// Gives each parameter of `skeleton` (meta, from gguf_config) whose GGUF tensor is quantized that tensor's
 /// quantized dtype, so loading keeps the blocks as they are and planning counts their bytes. Returns how many.
 std::size_t use_gguf_storage_dtypes(nn::Module& skeleton, const io::GgufFile& file);

@@ -1,0 +1,204 @@
+// export_gguf (see include/ferry/models/gguf_model.h): a llama-family or qwen2 model, from a Hugging Face folder or
+// a GGUF file, written as a GGUF llama.cpp loads — the inverse of gguf_config / hf_tensor_name / unpermute_rows,
+// with the weights quantized one tensor at a time while the file is written (peak memory: one tensor).
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/io/checkpoint.h"
+#include "ferry/io/gguf_writer.h"
+#include "ferry/models/gguf_model.h"
+
+namespace ferry::models {
+namespace {
+
+// llama.cpp's llama_ftype numbers (general.file_type) and the base block type of each mix ferry writes.
+struct FileType {
+  std::string_view name;
+  uint32_t ftype;
+  DType base;
+};
+constexpr FileType kFileTypes[] = {
+    {"f32", 0, DType::F32},      {"f16", 1, DType::F16},      {"bf16", 32, DType::BF16},
+    {"q8_0", 7, DType::Q8_0},    {"q4_0", 2, DType::Q4_0},    {"q4_1", 3, DType::Q4_1},
+    {"q5_0", 8, DType::Q5_0},    {"q5_1", 9, DType::Q5_1},    {"q6_k", 18, DType::Q6_K},
+    {"q4_k_m", 15, DType::Q4_K}, {"q5_k_m", 17, DType::Q5_K},
+};
+
+const FileType& file_type(const std::string& name) {
+  for (const auto& t : kFileTypes)
+    if (t.name == name) return t;
+  std::string names;
+  for (const auto& t : kFileTypes) names += (names.empty() ? "" : ", ") + std::string(t.name);
+  throw Error("unknown GGUF type '" + name + "'", "--type", "use one of " + names);
+}
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers and every third in between get more bits in
+// its _M mixes (for attn_v and ffn_down).
+bool more_bits(int64_t layer, int64_t layers) {
+  return layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
+}
+
+// The block type of one tensor in the mix: norms and other 1-D tensors stay f32; the _M mixes put output.weight
+// and the attn_v / ffn_down of more_bits layers in q6_k; rows that are not whole blocks fall back to q8_0 (32
+// elements) or f16.
+DType tensor_dtype(const FileType& ft, const std::string& gguf_name, const Shape& shape, int64_t layers) {
+  if (shape.size() != 2) return DType::F32;
+  DType d = ft.base;
+  if (ft.ftype == 15 || ft.ftype == 17) {
+    if (gguf_name == "output.weight") d = DType::Q6_K;
+    const bool v_or_down = gguf_name.find(".attn_v.") != std::string::npos ||
+                           gguf_name.find(".ffn_down.") != std::string::npos;
+    if (v_or_down && gguf_name.rfind("blk.", 0) == 0 && more_bits(std::stoll(gguf_name.substr(4)), layers))
+      d = DType::Q6_K;
+  }
+  if (shape[1] % dtype_block_size(d) == 0) return d;
+  return shape[1] % 32 == 0 && is_quantized(d) ? DType::Q8_0 : DType::F16;
+}
+
+// HF's rotate-half q/k row order -> llama.cpp's interleaved pairs (the inverse of gguf_model.cc's unpermute_rows).
+Tensor permute_rows(const Tensor& t, int64_t heads) {
+  const int64_t rows = t.size(0);
+  if (heads <= 0 || rows % heads != 0 || (rows / heads) % 2 != 0)
+    throw Error("cannot put q/k rows in llama.cpp's order: " + std::to_string(rows) + " rows for " +
+                std::to_string(heads) + " heads");
+  const int64_t D = rows / heads, half = D / 2;
+  const std::size_t row_bytes = t.nbytes() / static_cast<std::size_t>(rows);
+  Tensor out = Tensor::empty(t.shape(), t.dtype());
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        std::memcpy(dst + static_cast<std::size_t>(h * D + 2 * i + j) * row_bytes,
+                    src + static_cast<std::size_t>(h * D + j * half + i) * row_bytes, row_bytes);
+  return out;
+}
+
+// config.json -> llama.cpp's <arch>.* keys (what gguf_config reads back).
+void write_config(io::GgufWriter& w, const ConfigJson& c, const std::string& arch) {
+  const std::string p = arch + ".";
+  const int64_t hidden = c.require_int("hidden_size"), heads = c.require_int("num_attention_heads");
+  const int64_t head_dim = c.get_int("head_dim", hidden / heads);
+  auto u32 = [](int64_t v) { return io::gguf_u32(static_cast<uint32_t>(v)); };
+  w.set(p + "context_length", u32(c.get_int("max_position_embeddings", 2048)));
+  w.set(p + "embedding_length", u32(hidden));
+  w.set(p + "block_count", u32(c.require_int("num_hidden_layers")));
+  w.set(p + "feed_forward_length", u32(c.require_int("intermediate_size")));
+  w.set(p + "attention.head_count", u32(heads));
+  w.set(p + "attention.head_count_kv", u32(c.get_int("num_key_value_heads", heads)));
+  w.set(p + "attention.layer_norm_rms_epsilon", io::gguf_f32(static_cast<float>(c.get_float("rms_norm_eps", 1e-6))));
+  w.set(p + "rope.freq_base", io::gguf_f32(static_cast<float>(c.get_float("rope_theta", 10000.0))));
+  w.set(p + "rope.dimension_count", u32(head_dim));
+  if (head_dim != hidden / heads) {
+    w.set(p + "attention.key_length", u32(head_dim));
+    w.set(p + "attention.value_length", u32(head_dim));
+  }
+  w.set(p + "vocab_size", u32(c.require_int("vocab_size")));
+  const nlohmann::json& j = c.json();
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    const auto& rs = j["rope_scaling"];
+    const std::string type = rs.value("rope_type", rs.value("type", std::string()));
+    if (type != "linear")
+      throw Error("rope_scaling \"" + type + "\" cannot be written to GGUF by ferry yet", c.where(),
+                  "export a model without rope scaling, or use llama.cpp's convert_hf_to_gguf.py");
+    w.set(p + "rope.scaling.type", io::gguf_string("linear"));
+    w.set(p + "rope.scaling.factor", io::gguf_f32(rs.value("factor", 1.0f)));
+  }
+}
+
+}  // namespace
+
+GgufExportReport export_gguf(const std::filesystem::path& source, const std::filesystem::path& out,
+                             const GgufExportOptions& options) {
+  const FileType& ft = file_type(options.type);
+  const bool from_gguf = is_gguf_file(source);
+  std::optional<io::GgufFile> gguf;
+  if (from_gguf) gguf = io::GgufFile::open(source);
+  const ConfigJson config = from_gguf ? gguf_config(*gguf) : ConfigJson::read(source);
+  const std::string model_type = config.model_type();
+  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2")
+    throw Error("ferry writes GGUF files of llama, mistral and qwen2 models, not \"" + model_type + "\"",
+                source.string(), "use llama.cpp's convert_hf_to_gguf.py for other architectures");
+  const std::string arch = model_type == "qwen2" ? "qwen2" : "llama";
+  const nlohmann::json& cj = config.json();
+  const bool sliding = cj.contains("sliding_window") && cj["sliding_window"].is_number_integer() &&
+                       (model_type == "mistral" || cj.value("use_sliding_window", false));
+  if (sliding)
+    log_warning("{}: sliding-window attention ({} tokens) has no key in a {} GGUF: llama.cpp and ferry attend to the "
+                "whole context when running the file (the same up to that length)",
+                source.string(), cj["sliding_window"].get<int64_t>(), arch);
+  const int64_t layers = config.require_int("num_hidden_layers");
+  const int64_t heads = config.require_int("num_attention_heads");
+  const int64_t kv_heads = config.get_int("num_key_value_heads", heads);
+
+  // Every source tensor under its HF name (zero-copy views where the format allows).
+  std::vector<io::StateDict> shards;
+  std::map<std::string, Tensor> tensors;
+  if (from_gguf) {
+    for (const auto& [name, t] : gguf_state_dict(*gguf, config)) tensors[name] = t;
+  } else {
+    for (const auto& shard : io::get_checkpoint_shard_files(source).shards) {
+      shards.push_back(io::load_state_dict(shard));
+      for (const auto& [name, t] : shards.back()) tensors[name] = t;
+    }
+  }
+
+  // A tied head is the embedding (llama.cpp reads a file without output.weight that way).
+  const bool tied = config.get_bool("tie_word_embeddings", false) || !tensors.count("lm_head.weight");
+  io::GgufWriter w;
+  w.set("general.architecture", io::gguf_string(arch));
+  w.set("general.name", io::gguf_string(options.name.empty() ? source.stem().string() : options.name));
+  w.set("general.file_type", io::gguf_u32(ft.ftype));
+  if (is_quantized(ft.base)) w.set("general.quantization_version", io::gguf_u32(2));
+  write_config(w, config, arch);
+
+  GgufExportReport report;
+  if (from_gguf) {  // the vocabulary as it was
+    for (const auto& [key, value] : gguf->metadata())
+      if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+    report.tokenizer = "copied from " + source.filename().string();
+  } else {
+    const auto tok = gguf_tokenizer_metadata(source, config);
+    for (const auto& [key, value] : tok.metadata) w.set(key, value);
+    report.tokenizer = tok.description;
+  }
+
+  // Tensors in llama.cpp's order: embedding, blocks, final norm, head.
+  std::vector<std::pair<std::string, std::string>> order;  // gguf name, hf name
+  for (const auto& [hf, t] : tensors) {
+    if (hf.find("rotary_emb.inv_freq") != std::string::npos) continue;  // recomputed from the config
+    if (hf == "lm_head.weight" && tied) continue;
+    const auto name = gguf_tensor_name(hf);
+    if (!name)
+      throw Error("tensor has no GGUF name", source.string() + ": " + hf,
+                  "the checkpoint holds more than a " + arch + " text model");
+    order.emplace_back(*name, hf);
+  }
+  auto rank = [](const std::string& g) -> std::pair<int64_t, std::string> {
+    if (g.rfind("token_embd.", 0) == 0) return {-1, g};
+    if (g.rfind("blk.", 0) == 0) return {std::stoll(g.substr(4)), g};
+    return {1LL << 40, g == "output_norm.weight" ? "0" : g};
+  };
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+  for (const auto& [name, hf] : order) {
+    const Tensor src = tensors.at(hf);
+    const DType target = tensor_dtype(ft, name, src.shape(), layers);
+    const bool permute = arch == "llama" && (hf.find(".self_attn.q_proj.") != std::string::npos ||
+                                             hf.find(".self_attn.k_proj.") != std::string::npos);
+    const int64_t h = hf.find(".q_proj.") != std::string::npos ? heads : kv_heads;
+    w.add_tensor(name, src.shape(), target, [src, target, permute, h] {
+      Tensor t = src.dtype() == target ? src : src.to(Device::cpu(), is_quantized(src.dtype()) ? DType::F32 : src.dtype());
+      if (permute) t = permute_rows(t, h);
+      return t.to(target);
+    });
+    ++report.tensors_per_type[std::string(dtype_name(target))];
+    report.bytes += dtype_nbytes(target, shape_numel(src.shape()));
+  }
+  w.write(out);
+  return report;
+}
+
+}  // namespace ferry::models
