@@ -52,7 +52,16 @@ OffloadEntry parse_entry(const std::string& name, const nlohmann::json& v, const
     }
     return e;
   }
-  check_weight_name(name, where);
+  if (v.contains("data_file")) {
+    if (!v["data_file"].is_string() || v["data_file"].get<std::string>().empty())
+      throw Error("\"data_file\" must be a non-empty path", here);
+    e.data_file = v["data_file"].get<std::string>();
+    const auto off = v.contains("data_offset") ? detail::json_nonneg_int(v["data_offset"]) : std::nullopt;
+    if (!off) throw Error("a \"data_file\" entry needs a non-negative integer \"data_offset\"", here);
+    e.data_offset = static_cast<uint64_t>(*off);
+  } else {
+    check_weight_name(name, where);
+  }
   if (!e.dtype) throw Error("index entry lacks \"dtype\"", here);
   if (!v.contains("shape") || !v["shape"].is_array()) throw Error("index entry lacks a \"shape\" list", here);
   Shape shape;
@@ -76,6 +85,10 @@ nlohmann::json entry_json(const OffloadEntry& e) {
     if (!e.weight_name.empty()) j["weight_name"] = e.weight_name;
     if (e.dtype) j["dtype"] = numpy_dtype_name(*e.dtype);
     return j;
+  }
+  if (e.in_data_file()) {
+    j["data_file"] = e.data_file;
+    j["data_offset"] = e.data_offset;
   }
   j["dtype"] = numpy_dtype_name(e.dtype.value_or(DType::F32));
   j["shape"] = e.shape.value_or(Shape{});

@@ -53,6 +53,18 @@ OffloadedWeightsLoader::DiskTensor OffloadedWeightsLoader::locate(const std::str
                   "offload index entry " + key);
     return {FileRange{st.path(), st.data_start() + e->begin, e->end - e->begin}, e->shape, e->dtype};
   }
+  if (info.in_data_file()) {
+    if (!info.dtype || !info.shape) throw Error("offload entry lacks a dtype or shape", key);
+    const std::uint64_t want = dtype_nbytes(*info.dtype, shape_numel(*info.shape));
+    std::error_code ec;
+    const std::uint64_t size = fs::file_size(info.data_file, ec);
+    if (ec) throw Error("cannot read the offloaded weight: " + ec.message(), info.data_file);
+    if (info.data_offset > size || want > size - info.data_offset)
+      throw Error("the index puts " + std::to_string(want) + " bytes at offset " + std::to_string(info.data_offset) +
+                      ", past the end of the file (" + std::to_string(size) + " bytes)",
+                  info.data_file + ": " + key, "the file changed since the model was loaded; load it again");
+    return {FileRange{info.data_file, info.data_offset, want}, *info.shape, *info.dtype};
+  }
   if (save_folder_.empty()) throw Error("weight is offloaded to disk but no offload folder was given", key);
   if (!info.dtype || !info.shape) throw Error("offload entry lacks a dtype or shape", key);
   const fs::path file = save_folder_ / (key + ".dat");
@@ -88,6 +100,11 @@ Tensor OffloadedWeightsLoader::get(const std::string& key) const {
     } catch (const Error& e) {
       throw e.with_context("offload index entry " + key);
     }
+  } else if (info.in_data_file()) {
+    // A window of the mapped file (page cache), as a safetensors entry is.
+    const DiskTensor d = locate(key, info);
+    auto file = MappedFile::open(d.range.path);
+    t = Tensor::from_storage(Storage::view(std::move(file), d.range.offset, d.range.length), 0, d.shape, d.dtype);
   } else {
     if (save_folder_.empty()) throw Error("weight is offloaded to disk but no offload folder was given", key);
     t = load_offloaded_weight(save_folder_ / (key + ".dat"), info);
@@ -103,6 +120,10 @@ bool OffloadedWeightsLoader::prefetch(const std::string& key) const noexcept {
   try {
     if (reader_) return reader_->prefetch(locate(key, info).range);
     if (info.in_safetensors()) return safetensors_of(info).prefetch(name_in_file(info, key));
+    if (info.in_data_file()) {
+      const DiskTensor d = locate(key, info);
+      return MappedFile::open(d.range.path)->populate(d.range.offset, d.range.length);
+    }
     if (save_folder_.empty()) return false;
     // get() maps the .dat anew each time: reading it through a mapping of our own fills the page cache the way
     // get()'s faults would (readahead, large folios), and get()'s mapping then finds every page there.

@@ -16,7 +16,9 @@
 #include "ferry/big_modeling/resident_weights.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/big_modeling/quantize.h"
+#include "ferry/core/quant.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/nn/module_tensors.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
@@ -164,12 +166,41 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
     map = std::get<DeviceMap>(options.device_map);
   }
   const bool has_disk = std::any_of(map.begin(), map.end(), [](const auto& e) { return e.second.is_disk(); });
-  if (has_disk && options.offload_folder.empty())
-    throw Error("the plan puts part of this GGUF model on disk, which needs an offload folder", path.string(),
-                "pass --offload-folder DIR (offload_folder): ferry writes the disk part there once (it cannot yet "
-                "serve it from the GGUF file itself)");
   DispatchOptions dispatch;
-  if (!options.offload_folder.empty()) dispatch.offload_dir = options.offload_folder;
+  if (has_disk) {
+    // The disk part is read from the GGUF file itself: index entries pointing at each tensor's bytes. A tensor loaded
+    // in another dtype than the file's (a dtype or quantize option) is not those bytes: it needs an offload folder,
+    // where dispatch writes it converted, once.
+    io::OffloadIndex index;
+    std::vector<std::string> converted;
+    const std::string file_path = std::filesystem::absolute(path).string();
+    const bool tied = config.get_bool("tie_word_embeddings", false);
+    for (const auto& info : file.tensors()) {
+      const auto hf = hf_tensor_name(info.name);
+      if (!hf) continue;
+      std::vector<std::string> names{*hf};
+      if (tied && info.name == "token_embd.weight") names.push_back("lm_head.weight");  // the head is the embedding
+      for (const std::string& name : names) {
+        if (!map.device_for(name).value_or(Device::cpu()).is_disk()) continue;
+        const Tensor slot = nn::get_module_tensor(*model, name);
+        if (slot.dtype() != dtype_of_ggml(info.type)) {
+          converted.push_back(name);
+          continue;
+        }
+        index[name] = io::OffloadEntry{.dtype = slot.dtype(), .shape = info.shape(), .data_file = file_path,
+                                       .data_offset = info.offset};
+      }
+    }
+    if (!converted.empty()) {
+      if (options.offload_folder.empty())
+        throw Error("the plan puts " + std::to_string(converted.size()) + " tensor(s) on disk in another dtype than "
+                        "the file's (" + converted.front() + ", ...), which needs an offload folder",
+                    path.string(), "pass --offload-folder DIR, or drop --dtype / --quantize to read them from the file");
+      dispatch.offload_dir = options.offload_folder;
+    } else {
+      dispatch.offload_index = std::move(index);
+    }
+  }
   dispatch.skip_keys = {"past_key_values"};
   dispatch.prefetch = options.prefetch;
   dispatch_model(*model, map, dispatch);

@@ -1,5 +1,6 @@
 // export_gguf (see include/ferry/models/gguf_model.h): a llama-family or qwen2 model, from a Hugging Face folder or
-// a GGUF file, written as a GGUF llama.cpp loads — the inverse of gguf_config / hf_tensor_name / unpermute_rows,
+// a GGUF file, written as a GGUF llama.cpp loads — the inverse of gguf_config / hf_tensor_name (plus llama.cpp's
+// q/k row order for HF sources),
 // with the weights quantized one tensor at a time while the file is written (peak memory: one tensor).
 #include <algorithm>
 #include <cstring>
@@ -58,7 +59,8 @@ DType tensor_dtype(const FileType& ft, const std::string& gguf_name, const Shape
   return shape[1] % 32 == 0 && is_quantized(d) ? DType::Q8_0 : DType::F16;
 }
 
-// HF's rotate-half q/k row order -> llama.cpp's interleaved pairs (the inverse of gguf_model.cc's unpermute_rows).
+// HF's rotate-half q/k row order -> llama.cpp's interleaved pairs: HF row h·D + j·D/2 + i is row h·D + 2i + j of
+// the file.
 Tensor permute_rows(const Tensor& t, int64_t heads) {
   const int64_t rows = t.size(0);
   if (heads <= 0 || rows % heads != 0 || (rows / heads) % 2 != 0)
@@ -186,8 +188,9 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   for (const auto& [name, hf] : order) {
     const Tensor src = tensors.at(hf);
     const DType target = tensor_dtype(ft, name, src.shape(), layers);
-    const bool permute = arch == "llama" && (hf.find(".self_attn.q_proj.") != std::string::npos ||
-                                             hf.find(".self_attn.k_proj.") != std::string::npos);
+    // HF folders hold q/k in rotate-half order; a GGUF source already in llama.cpp's.
+    const bool permute = !from_gguf && arch == "llama" && (hf.find(".self_attn.q_proj.") != std::string::npos ||
+                                                            hf.find(".self_attn.k_proj.") != std::string::npos);
     const int64_t h = hf.find(".q_proj.") != std::string::npos ? heads : kv_heads;
     w.add_tensor(name, src.shape(), target, [src, target, permute, h] {
       Tensor t = src.dtype() == target ? src : src.to(Device::cpu(), is_quantized(src.dtype()) ? DType::F32 : src.dtype());

@@ -27,26 +27,6 @@ std::string arch_of(const io::GgufFile& f) { return f.require_string("general.ar
   throw Error(problem, f.where() + ": " + key, hint);
 }
 
-// llama.cpp's converter stores q/k rows of each head as (D/2, 2) pairs; HF as (2, D/2) halves. Row h·D + 2i + j of
-// the file is row h·D + j·D/2 + i of HF's weight (or bias).
-Tensor unpermute_rows(const Tensor& t, int64_t heads) {
-  const int64_t rows = t.size(0);
-  if (heads <= 0 || rows % heads != 0 || (rows / heads) % 2 != 0)
-    throw Error("cannot undo llama.cpp's q/k row order: " + std::to_string(rows) + " rows for " +
-                std::to_string(heads) + " heads");
-  const int64_t D = rows / heads, half = D / 2;
-  const std::size_t row_bytes = t.nbytes() / static_cast<std::size_t>(rows);
-  Tensor out = Tensor::empty(t.shape(), t.dtype());
-  const auto* src = static_cast<const uint8_t*>(t.raw_data());
-  auto* dst = static_cast<uint8_t*>(out.raw_data());
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < half; ++i)
-      for (int64_t j = 0; j < 2; ++j)
-        std::memcpy(dst + static_cast<std::size_t>(h * D + j * half + i) * row_bytes,
-                    src + static_cast<std::size_t>(h * D + 2 * i + j) * row_bytes, row_bytes);
-  return out;
-}
-
 }  // namespace
 
 bool is_gguf_file(const std::filesystem::path& path) {
@@ -140,6 +120,9 @@ ConfigJson gguf_config(const io::GgufFile& f) {
   c["vocab_size"] = static_cast<int64_t>(embed.dims[1]);
   c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
   if (arch == "llama") {
+    // llama.cpp's converter interleaves each head's q/k rows; attention rotates adjacent pairs to match (see
+    // LlamaConfig::rope_layout), so the weights stay as the file holds them.
+    c["rope_interleaved"] = true;
     c["attention_bias"] = f.find_tensor("blk.0.attn_q.bias") != nullptr;
     c["mlp_bias"] = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
   } else {
@@ -159,9 +142,7 @@ DType gguf_default_dtype(const io::GgufFile& f) {
 }
 
 io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
-  const bool llama = arch_of(f) == "llama";
-  const int64_t heads = config.require_int("num_attention_heads");
-  const int64_t kv_heads = config.get_int("num_key_value_heads", heads);
+  (void)config;
   io::StateDict out;
   std::vector<std::string> unknown;
   for (const auto& info : f.tensors()) {
@@ -176,8 +157,6 @@ io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
     } catch (const Error& e) {
       throw e.with_context(*hf);
     }
-    if (llama && hf->find(".self_attn.q_proj.") != std::string::npos) t = unpermute_rows(t, heads);
-    if (llama && hf->find(".self_attn.k_proj.") != std::string::npos) t = unpermute_rows(t, kv_heads);
     out.set(*hf, t);
   }
   if (!unknown.empty())

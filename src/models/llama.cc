@@ -115,6 +115,7 @@ LlamaConfig LlamaConfig::from_json(const ConfigJson& j, const std::string& archi
     c.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without, whatever the config says
   }
   c.rope = j.rope_parameters(c.max_position_embeddings);
+  if (j.get_bool("rope_interleaved", false)) c.rope_layout = ops::RopeLayout::Interleaved;
   c.sliding_window = sliding_windows(j, c);
   if (c.head_dim % 2 != 0) j.fail("head_dim " + std::to_string(c.head_dim) + " must be even for rotary embeddings");
   return c;
@@ -141,7 +142,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, int64_t layer_idx, DType dt
       num_key_value_heads_(c.num_key_value_heads),
       head_dim_(c.head_dim),
       sliding_window_(c.sliding_window[static_cast<std::size_t>(layer_idx)]),
-      scaling_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))) {
+      scaling_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))),
+      rope_layout_(c.rope_layout) {
   const int64_t q_out = num_heads_ * head_dim_, kv_out = num_key_value_heads_ * head_dim_;
   q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, q_out, c.qkv_bias, dtype));
   k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_out, c.qkv_bias, dtype));
@@ -159,8 +161,8 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
   Tensor q = (*q_proj)(x).reshape({t, num_heads_, head_dim_});
   Tensor k = (*k_proj)(x).reshape({t, num_key_value_heads_, head_dim_});
   Tensor v = (*v_proj)(x).reshape({t, num_key_value_heads_, head_dim_});
-  ops::apply_rotary_(q, position_ids, inv_freq, ops::RopeLayout::RotateHalf);
-  ops::apply_rotary_(k, position_ids, inv_freq, ops::RopeLayout::RotateHalf);
+  ops::apply_rotary_(q, position_ids, inv_freq, rope_layout_);
+  ops::apply_rotary_(k, position_ids, inv_freq, rope_layout_);
 
   // keys, values: [S, Hkv, D]; the new queries sit at cache positions S - T .. S - 1.
   auto [keys, values] = cache_from_args(args, type_name())->update(layer_idx_, k, v);

@@ -377,9 +377,14 @@ TEST_F(FerryCli, GgufFilesWorkLikeFolders) {
                            "--offload-folder " + (dir_ / "gguf-offload").string());
   ASSERT_EQ(offloaded.code, 0) << offloaded.err;
   EXPECT_EQ(nlohmann::json::parse(offloaded.out)["generated_ids"], nlohmann::json::parse(want.out)["generated_ids"]);
-  CliRun no_folder = ferry("generate -m " + gguf.string() + " --prompt-ids 1 -n 1 --max-memory cpu=3MB");
-  EXPECT_EQ(no_folder.code, 1);
-  EXPECT_CONTAINS(no_folder.err, "--offload-folder");
+  // Without an offload folder the disk part is read from the GGUF file itself.
+  CliRun no_folder = ferry("generate -m " + gguf.string() + " --prompt-ids 1,5,9 -n 4 --json --max-memory cpu=3MB");
+  ASSERT_EQ(no_folder.code, 0) << no_folder.err;
+  EXPECT_EQ(nlohmann::json::parse(no_folder.out)["generated_ids"], nlohmann::json::parse(want.out)["generated_ids"]);
+  // A dtype other than the file's is converted once into an offload folder, which must then be given.
+  CliRun converted = ferry("generate -m " + gguf.string() + " --prompt-ids 1 -n 1 --max-memory cpu=1MB --dtype bf16");
+  EXPECT_EQ(converted.code, 1);
+  EXPECT_CONTAINS(converted.err, "--offload-folder");
   // The converted demo has no vocabulary (gguf_convert.py skips it): text prompts are refused, ids still run.
   CliRun text = ferry("generate -m " + gguf.string() + " -p hello -n 1");
   EXPECT_EQ(text.code, 1);

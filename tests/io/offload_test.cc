@@ -10,12 +10,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "ferry/io/safetensors.h"
 #include "io/io_test_util.h"
+#include "support/error_of.h"
 
 namespace fs = std::filesystem;
 
@@ -164,6 +167,41 @@ TEST(Offload, EntriesPointingIntoSafetensorsAreReadFromThere) {
   const auto j = nlohmann::json::parse(iotest::read_bytes(dir / "offload" / "index.json"));
   EXPECT_EQ(j["w_cast"], nlohmann::json::parse(
                              R"({"safetensors_file": "../model.safetensors", "weight_name": "model.w", "dtype": "float32"})"));
+}
+
+// ferry's data_file entries (a GGUF file's tensors, read in place): a byte window of any file, mapped or staged.
+TEST(Offload, DataFileEntriesAreByteWindowsOfTheFile) {
+  TempDir dir;
+  std::vector<uint8_t> bytes(100, 0xEE);
+  const std::vector<float> values{1.25f, -3.0f, 0.5f, 8.0f};
+  std::memcpy(bytes.data() + 36, values.data(), 16);
+  {
+    std::ofstream out(dir / "blob.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  fs::create_directory(dir / "offload");
+  OffloadIndex index;
+  index["w"] = OffloadEntry{.dtype = DType::F32, .shape = Shape{2, 2}, .data_file = (dir / "blob.bin").string(),
+                            .data_offset = 36};
+  index["past_end"] = OffloadEntry{.dtype = DType::F32, .shape = Shape{20}, .data_file = (dir / "blob.bin").string(),
+                                   .data_offset = 36};
+  save_offload_index(index, dir / "offload");
+  EXPECT_EQ(load_offload_index(dir / "offload"), index);  // round trip through index.json
+  const OffloadedWeightsLoader w({}, dir / "offload");
+  const Tensor t = w.get("w");
+  EXPECT_EQ(t.storage()->kind(), Storage::Kind::MappedView) << "nothing copied";
+  EXPECT_EQ(t.to_vector<float>(), values);
+  EXPECT_NE(test::error_of([&] { w.get("past_end"); }).find("past the end"), std::string::npos);
+  w.prefetch("w");  // advice: false when the pages are already cached, as here
+  EXPECT_FALSE(w.prefetch("missing"));
+  // Malformed data_file entries.
+  for (const char* bad : {R"({"w": {"data_file": "", "data_offset": 0, "dtype": "float32", "shape": [1]}})",
+                          R"({"w": {"data_file": "x", "dtype": "float32", "shape": [1]}})",
+                          R"({"w": {"data_file": "x", "data_offset": -4, "dtype": "float32", "shape": [1]}})",
+                          R"({"w": {"data_file": "x", "data_offset": 0, "shape": [1]}})",
+                          R"({"w": {"data_file": "x", "data_offset": 0, "dtype": "float32"}})"}) {
+    EXPECT_THROW(parse_offload_index(bad, "index.json"), Error) << bad;
+  }
 }
 
 // Fraction of `path`'s pages in the page cache (mincore on a fresh mapping, which itself reads nothing).

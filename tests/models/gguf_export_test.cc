@@ -1,6 +1,7 @@
-// export_gguf (`ferry quantize`): files ferry writes load back in ferry exactly as the source computes (f32), or as
-// quantizing at load computes (the same quantizers and kernels: bit for bit), for Llama (q/k rows permuted to
-// llama.cpp's order and back) and Qwen2 (tied head, biases); llama.cpp loads them and gives logits within the
+// export_gguf (`ferry quantize`): files ferry writes load back in ferry as the source computes (f32), or as
+// quantizing at load computes (the same quantizers and kernels), for Llama (q/k rows in llama.cpp's order, paired
+// by interleaved RoPE when loaded: the same products in another order, ≤ 1e-5) and Qwen2 (tied head, biases:
+// bit for bit); llama.cpp loads them and gives logits within the
 // tolerance of two engines with 8-bit activations, and tokenizes an exported SentencePiece-style vocabulary as ferry
 // tokenizes the folder (tests/reference/llama_cpp_logits.py; skipped without the reference venv); errors.
 #include <gtest/gtest.h>
@@ -41,11 +42,13 @@ TEST(ExportGguf, F32FileComputesWhatTheFolderComputes) {
     SCOPED_TRACE(name);
     auto folder = AutoModelForCausalLM::from_pretrained(dir.path() / "hf");
     auto file = AutoModelForCausalLM::from_pretrained(dir.path() / "m.gguf");
-    EXPECT_EQ(test::max_abs_diff(file->logits(prompt()), folder->logits(prompt())), 0.0) << name;
+    // Llama files keep llama.cpp's q/k order, paired by interleaved RoPE: the same products in another order.
+    const double tol = name == "llama" ? 1e-5 : 0.0;
+    EXPECT_LE(test::max_abs_diff(file->logits(prompt()), folder->logits(prompt())), tol) << name;
     // A GGUF source round-trips too.
     export_gguf(dir.path() / "m.gguf", dir.path() / "again.gguf", {.type = "f32"});
     auto again = AutoModelForCausalLM::from_pretrained(dir.path() / "again.gguf");
-    EXPECT_EQ(test::max_abs_diff(again->logits(prompt()), folder->logits(prompt())), 0.0) << name;
+    EXPECT_LE(test::max_abs_diff(again->logits(prompt()), folder->logits(prompt())), tol) << name;
   }
 }
 
@@ -60,7 +63,7 @@ TEST(ExportGguf, QuantizedFileComputesWhatQuantizingAtLoadComputes) {
     EXPECT_EQ(report.tensors_per_type.at(type), 2 * 7 + 2) << type;  // 7 linears per layer, embedding, head
     auto file = AutoModelForCausalLM::from_pretrained(out);
     auto quantized = AutoModelForCausalLM::from_pretrained(dir.path() / "hf", {.quantize = dtype});
-    EXPECT_EQ(test::max_abs_diff(file->logits(prompt()), quantized->logits(prompt())), 0.0) << type;
+    EXPECT_LE(test::max_abs_diff(file->logits(prompt()), quantized->logits(prompt())), 1e-5) << type;
     EXPECT_EQ(io::GgufFile::open(out).tensor_info("blk.0.attn_q.weight").type, *ggml_type_of(dtype)) << type;
   }
 }

@@ -75,12 +75,14 @@ TEST_F(GgufOracle, LlamaCppConvertedFilesComputeWhatTheFolderComputes) {
     ASSERT_TRUE(is_gguf_file(f32));
     auto g = AutoModelForCausalLM::from_pretrained(f32);
     EXPECT_EQ(g->type_name(), hf->type_name());
-    EXPECT_EQ(test::max_abs_diff(g->logits(prompt()), want), 0.0) << "f32";
+    // Llama's q/k stay in llama.cpp's row order, paired by interleaved RoPE: the same products summed in another
+    // order (measured 2.4e-7 of max |logit| ~3); qwen2 files are not reordered and match bit for bit.
+    EXPECT_LE(test::max_abs_diff(g->logits(prompt()), want), name == "llama" ? 1e-5 : 0.0) << "f32";
 
     auto hf16 = AutoModelForCausalLM::from_pretrained(folder, {.dtype = DType::F16});
     auto g16 = AutoModelForCausalLM::from_pretrained(convert(folder, "f16"));
     EXPECT_EQ(nn::get_module_tensor(*g16, "model.layers.0.self_attn.q_proj.weight").dtype(), DType::F16);
-    EXPECT_EQ(test::max_abs_diff(g16->logits(prompt()), hf16->logits(prompt())), 0.0) << "f16";
+    EXPECT_LE(test::max_abs_diff(g16->logits(prompt()), hf16->logits(prompt())), name == "llama" ? 1e-5 : 0.0) << "f16";
 
     // q8_0: dequantized exactly; the logits move by the quantization error only.
     auto g8 = AutoModelForCausalLM::from_pretrained(convert(folder, "q8_0"));
@@ -100,8 +102,38 @@ TEST_F(GgufOracle, DeviceMapsApplyToGgufModels) {
   DeviceMap map{{"model.embed_tokens", Device::cpu()}, {"model.layers.0", Device::cpu()},
                 {"model.layers.1", Device::disk()},     {"model.norm", Device::cpu()},
                 {"model.rotary_emb", Device::cpu()},    {"lm_head", Device::disk()}};
-  auto offloaded = AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map, .offload_folder = offload.path()});
+  // The disk part is read from the GGUF file itself: no offload folder needed, none written.
+  auto offloaded = AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map});
   EXPECT_TRUE(nn::get_module_tensor(*offloaded, "lm_head.weight").is_meta());
+  EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), resident->logits(prompt())), 0.0);
+  // Another dtype than the file's is not the file's bytes: that needs an offload folder (and works with one).
+  const std::string msg = test::error_of([&] {
+    AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map, .dtype = DType::BF16});
+  });
+  EXPECT_NE(msg.find("offload folder"), std::string::npos) << msg;
+  auto converted = AutoModelForCausalLM::from_pretrained(
+      gguf, {.device_map = map, .dtype = DType::BF16, .offload_folder = offload.path()});
+  auto resident_bf16 = AutoModelForCausalLM::from_pretrained(gguf, {.dtype = DType::BF16});
+  EXPECT_EQ(test::max_abs_diff(converted->logits(prompt()), resident_bf16->logits(prompt())), 0.0);
+}
+
+// A quantized file with a tied head, head and embedding on disk (tied tensors share one tier): both read the
+// embedding's bytes in the file.
+TEST_F(GgufOracle, QuantizedTiedFileRunsWithItsDiskPartInTheFile) {
+  test::TempDir root;
+  const fs::path folder = root.path() / "llama";
+  nlohmann::json config = test::tiny_llama_config();
+  config["tie_word_embeddings"] = true;
+  config["intermediate_size"] = 64;
+  nn::manual_seed(13);
+  test::write_random_hf_folder(folder, config, DType::F32);
+  const fs::path gguf = convert(folder, "q8_0");
+  auto resident = AutoModelForCausalLM::from_pretrained(gguf);
+  EXPECT_EQ(nn::get_module_tensor(*resident, "model.layers.0.mlp.up_proj.weight").dtype(), DType::Q8_0);
+  DeviceMap map{{"model.embed_tokens", Device::disk()}, {"model.layers.0", Device::disk()},
+                {"model.layers.1", Device::cpu()},      {"model.norm", Device::cpu()},
+                {"model.rotary_emb", Device::cpu()},    {"lm_head", Device::disk()}};
+  auto offloaded = AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map});
   EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), resident->logits(prompt())), 0.0);
 }
 

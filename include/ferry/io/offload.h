@@ -45,8 +45,11 @@ struct OffloadEntry {
   std::optional<Shape> shape;   // .dat entries: required ([] for 0-d). safetensors entries: unused.
   std::string safetensors_file; // non-empty: read from this safetensors file ...
   std::string weight_name;      // ... under this name (empty: the index key)
+  std::string data_file;        // non-empty (ferry's extension): the raw bytes of a dtype/shape tensor inside this
+  uint64_t data_offset = 0;     // file, from this byte offset (a GGUF file's tensor data)
 
   bool in_safetensors() const noexcept { return !safetensors_file.empty(); }
+  bool in_data_file() const noexcept { return !data_file.empty(); }
   friend bool operator==(const OffloadEntry&, const OffloadEntry&) = default;
 };
 

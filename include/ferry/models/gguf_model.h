@@ -1,7 +1,9 @@
 // GGUF files (llama.cpp's format, io/gguf.h) as the same ferry modules a Hugging Face folder gives: the config
-// from the GGUF metadata, llama.cpp's tensor names mapped back to HF's, and Llama's q/k rows put back into HF's
-// rotate-half order (llama.cpp's converter interleaves them). transformers does the same in
-// modeling_gguf_pytorch_utils.load_gguf_checkpoint (`from_pretrained(..., gguf_file=...)`).
+// from the GGUF metadata and llama.cpp's tensor names mapped back to HF's. Every tensor stays a view of the file:
+// llama.cpp's converter interleaves each head's q/k rows, and instead of undoing that (as transformers'
+// load_gguf_checkpoint does, `from_pretrained(..., gguf_file=...)`), the config asks attention to rotate adjacent
+// pairs (LlamaConfig::rope_layout) — the same result. So a disk-placed part is read straight from the GGUF file
+// (offload index entries pointing into it), with no offload folder.
 //
 //   auto model = AutoModelForCausalLM::from_pretrained("SmolLM2-135M.Q8_0.gguf");   // detected by the magic
 //
@@ -58,9 +60,10 @@ DType gguf_default_dtype(const io::GgufFile& file);
 /// does not reproduce, instead of tokenizing differently.
 nlohmann::json gguf_tokenizer_json(const io::GgufFile& file);
 
-/// Every tensor of `file` under its HF name, as stored (zero-copy views; quantized ones as quantized DTypes), with
-/// Llama's q/k rows back in HF order (copies). Throws for tensors without an HF name and types ferry has no DType
-/// for (naming them). Loading casts each to its skeleton slot's dtype.
+/// Every tensor of `file` under its HF name, as stored: zero-copy views (quantized ones as quantized DTypes), Llama's
+/// q/k rows in llama.cpp's interleaved order (gguf_config sets rope_interleaved, so attention pairs them up that
+/// way). Throws for tensors without an HF name and types ferry has no DType for (naming them). Loading casts each
+/// to its skeleton slot's dtype.
 io::StateDict gguf_state_dict(const io::GgufFile& file, const ConfigJson& config);
 /// The `tokenizer.ggml.*` metadata for a Hugging Face folder's tokenizer.json (the inverse of gguf_tokenizer_json):
 /// a byte-level BPE with a pre-tokenizer llama.cpp names (gpt2, smollm, llama-bpe, qwen2) becomes a "gpt2"

@@ -19,6 +19,7 @@
 #include "ferry/core/dtype.h"
 #include "ferry/models/causal_lm.h"
 #include "ferry/models/config.h"
+#include "ferry/ops/rotary.h"
 #include "ferry/nn/containers.h"
 #include "ferry/nn/embedding.h"
 #include "ferry/nn/linear.h"
@@ -47,6 +48,10 @@ struct LlamaConfig {
   bool o_proj_bias = false;  // Llama: attention_bias
   bool mlp_bias = false;     // Llama: mlp_bias
   nn::RopeParameters rope;
+  /// How q/k pair up for RoPE: HF's rotate-half (default), or adjacent pairs when the weights keep llama.cpp's q/k
+  /// row order (config key "rope_interleaved": true, a ferry extension that gguf_config sets for llama GGUF files,
+  /// so their q/k weights stay zero-copy views of the file).
+  ops::RopeLayout rope_layout = ops::RopeLayout::RotateHalf;
   /// Per layer: 0 = full causal attention, W > 0 = only the last W keys (Mistral's sliding_window; Qwen2's
   /// layer_types / use_sliding_window + max_window_layers).
   std::vector<int64_t> sliding_window;
@@ -95,6 +100,7 @@ class LlamaAttention : public nn::Module {
   std::string prefix_;
   int64_t layer_idx_, num_heads_, num_key_value_heads_, head_dim_, sliding_window_;
   float scaling_;
+  ops::RopeLayout rope_layout_;
 };
 
 /// Pre-norm block: h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)).
