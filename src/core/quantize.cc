@@ -49,9 +49,14 @@ void q4_0(const float* x, uint8_t* b) {
   }
 }
 
+void min_max(const float* x, int n, float& min, float& max) {
+  min = max = x[0];
+  for (int j = 1; j < n; ++j) min = std::min(min, x[j]), max = std::max(max, x[j]);
+}
+
 void q4_1(const float* x, uint8_t* b) {
-  float min = x[0], max = x[0];
-  for (int j = 1; j < 32; ++j) min = std::min(min, x[j]), max = std::max(max, x[j]);
+  float min, max;
+  min_max(x, 32, min, max);
   const float d = (max - min) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
   put_f16(b, d);
   put_f16(b + 2, min);
@@ -82,8 +87,8 @@ void q5_0(const float* x, uint8_t* b) {
 }
 
 void q5_1(const float* x, uint8_t* b) {
-  float min = x[0], max = x[0];
-  for (int j = 1; j < 32; ++j) min = std::min(min, x[j]), max = std::max(max, x[j]);
+  float min, max;
+  min_max(x, 32, min, max);
   const float d = (max - min) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
   put_f16(b, d);
   put_f16(b + 2, min);
@@ -97,8 +102,8 @@ void q5_1(const float* x, uint8_t* b) {
 // Fits x ≈ s·q − m (q in [0, nmax], m ≥ 0) for one sub-block: start from the range, then alternate rounding and
 // the least-squares (s, m) for those levels, keeping the best squared error.
 void fit_scale_min(const float* x, int n, int nmax, float& s_out, float& m_out) {
-  float lo = x[0], hi = x[0];
-  for (int i = 1; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+  float lo, hi;
+  min_max(x, n, lo, hi);
   lo = std::min(lo, 0.0f);
   float s = (hi - lo) / static_cast<float>(nmax), m = -lo;
   s_out = s, m_out = m;

@@ -97,20 +97,31 @@ void decode_group(DType wt, const uint8_t* row, int64_t g, Group& out) {
 
 }  // namespace
 
+namespace {
+
+float absmax(const float* v, int n) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
+  return amax;
+}
+
+// n values times id, rounded to nearest even, into q; returns the sum of the levels.
+int round_levels(const float* v, int n, float id, int8_t* q) {
+  int s = 0;
+  for (int i = 0; i < n; ++i) s += q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
+  return s;
+}
+
+}  // namespace
+
 void quantize_x(const float* x, int64_t K, QBlock8* out) {
   for (int64_t g = 0; g < K / 32; ++g) {
     const float* v = x + 32 * g;
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = absmax(v, 32) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     QBlock8& b = out[g];
     b.d = d;
-    int s[2] = {0, 0};
-    for (int i = 0; i < 32; ++i) {
-      b.q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
-      s[i / 16] += b.q[i];
-    }
-    b.dsum[0] = d * static_cast<float>(s[0]), b.dsum[1] = d * static_cast<float>(s[1]);
+    b.dsum[0] = d * static_cast<float>(round_levels(v, 16, id, b.q));
+    b.dsum[1] = d * static_cast<float>(round_levels(v + 16, 16, id, b.q + 16));
     b.dsum_all = b.dsum[0] + b.dsum[1];
   }
 }
@@ -118,19 +129,10 @@ void quantize_x(const float* x, int64_t K, QBlock8* out) {
 void quantize_x_k(const float* x, int64_t K, QBlockK* out) {
   for (int64_t g = 0; g < K / 256; ++g) {
     const float* v = x + 256 * g;
-    float amax = 0.0f;
-    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float d = absmax(v, 256) / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     QBlockK& b = out[g];
     b.d = d;
-    for (int j = 0; j < 16; ++j) {
-      int s = 0;
-      for (int i = 16 * j; i < 16 * j + 16; ++i) {
-        b.q[i] = static_cast<int8_t>(std::nearbyint(v[i] * id));
-        s += b.q[i];
-      }
-      b.bsum[j] = static_cast<int16_t>(s);
-    }
+    for (int j = 0; j < 16; ++j) b.bsum[j] = static_cast<int16_t>(round_levels(v + 16 * j, 16, id, b.q + 16 * j));
   }
 }
 
