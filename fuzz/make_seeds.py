@@ -151,7 +151,8 @@ def main():
         indent=2).encode())
     write("fuzz_offload_index", "index.json", json.dumps(
         {"w": {"dtype": "bfloat16", "shape": [2, 3]}, "s": {"dtype": "float32", "shape": []},
-         "t": {"safetensors_file": "model.safetensors", "weight_name": "x", "dtype": "float16"}},
+         "t": {"safetensors_file": "model.safetensors", "weight_name": "x", "dtype": "float16"},
+         "g": {"data_file": "model.gguf", "data_offset": 96, "dtype": "q4_k", "shape": [2, 256]}},
         indent=2).encode())
 
 
