@@ -84,17 +84,6 @@ void q8_0(const uint8_t* b, float* y) {
   for (int i = 0; i < 32; ++i) y[i] = static_cast<float>(qs[i]) * d;
 }
 
-// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K and Q5_K: eight sub-blocks of 32 with a 6-bit scale and min each; Q5_K adds a 5th bit per value from qh
 // (bit j of qh[l] for sub-block j), and its nibbles start 32 bytes later.
 template <bool kFifthBit>
@@ -142,6 +131,16 @@ void q6_k(const uint8_t* b, float* y) {
 }
 
 }  // namespace
+
+void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) noexcept {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
 
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id) noexcept {
   for (const auto& t : kTypes)

@@ -136,16 +136,13 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   const int64_t heads = config.require_int("num_attention_heads");
   const int64_t kv_heads = config.get_int("num_key_value_heads", heads);
 
-  // Every source tensor under its HF name (zero-copy views where the format allows).
-  std::vector<io::StateDict> shards;
+  // Every source tensor under its HF name (zero-copy views where the format allows; each holds its storage).
   std::map<std::string, Tensor> tensors;
   if (from_gguf) {
     for (const auto& [name, t] : gguf_state_dict(*gguf, config)) tensors[name] = t;
   } else {
-    for (const auto& shard : io::get_checkpoint_shard_files(source).shards) {
-      shards.push_back(io::load_state_dict(shard));
-      for (const auto& [name, t] : shards.back()) tensors[name] = t;
-    }
+    for (const auto& shard : io::get_checkpoint_shard_files(source).shards)
+      for (const auto& [name, t] : io::load_state_dict(shard)) tensors[name] = t;
   }
 
   // A tied head is the embedding (llama.cpp reads a file without output.weight that way).

@@ -62,6 +62,9 @@ std::optional<uint64_t> ggml_row_bytes(GgmlType type, uint64_t n) noexcept;
 /// (naming the type) and for n not a multiple of the block size.
 void dequantize(GgmlType type, const void* src, float* dst, int64_t n);
 
+/// Q4_K / Q5_K: the 6-bit scale `sc` and min `m` of sub-block j (0..7) from a block's 12 packed scale bytes `q`.
+void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) noexcept;
+
 /// Quantizes `n` elements (a whole number of blocks) of `src` into `dst` as `type`. Supports Q8_0, Q4_0, Q4_1,
 /// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (and F32, F16, BF16 as plain conversions); throws ferry::Error for the others.
 void quantize(GgmlType type, const float* src, void* dst, int64_t n);

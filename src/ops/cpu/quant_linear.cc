@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ferry/core/convert.h"
+#include "ferry/core/quant.h"
 #include "ferry/core/thread_pool.h"
 #include "quant_kernels.h"
 
@@ -61,14 +62,8 @@ void decode_group(DType wt, const uint8_t* row, int64_t g, Group& out) {
     }
     case DType::Q4_K:
     case DType::Q5_K: {
-      const uint8_t* sc = b + 4;
       int s, m;
-      if (sub < 4) {
-        s = sc[sub] & 63, m = sc[sub + 4] & 63;
-      } else {
-        s = (sc[sub + 4] & 0x0F) | ((sc[sub - 4] >> 6) << 4);
-        m = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
-      }
+      scale_min_k4(sub, b + 4, s, m);
       const bool five = wt == DType::Q5_K;
       const uint8_t* qs = b + (five ? 48 : 16) + 32 * (sub / 2);
       for (int l = 0; l < 32; ++l) {
