@@ -2,7 +2,7 @@
 // logits_to_keep, the cache factory and the logits() shorthand.
 #include "ferry/models/causal_lm.h"
 
-#include <numeric>
+#include <algorithm>
 #include <vector>
 
 #include "ferry/core/error.h"
@@ -32,6 +32,18 @@ Tensor CausalLM::logits(const Tensor& input_ids, const std::shared_ptr<KvCache>&
   return out.dict().at("logits").tensor();
 }
 
+Tensor CausalLM::logits(const Tensor& input_ids, const KvCacheBatch& batch, int64_t logits_to_keep) {
+  Tensor ids = input_ids;
+  if (!hook())
+    if (const auto d = nn::first_parameter_device(*this); d && d->is_accelerator() && ids.device() != *d)
+      ids = ids.to(*d);
+  nn::Args args{ids};
+  args.with("past_key_values", batch_value(std::make_shared<KvCacheBatch>(batch)));
+  if (logits_to_keep != 0) args.with("logits_to_keep", logits_to_keep);
+  nn::Value out = (*this)(std::move(args));
+  return out.dict().at("logits").tensor();
+}
+
 CausalLMInputs parse_causal_lm_inputs(const nn::Args& args, int64_t num_layers, std::string_view where) {
   const std::string w(where);
   const Tensor* ids = args.tensor_arg(0, "input_ids");
@@ -40,19 +52,41 @@ CausalLMInputs parse_causal_lm_inputs(const nn::Args& args, int64_t num_layers, 
     throw Error("input_ids must be i64, got " + std::string(dtype_name(ids->dtype())), w);
   // Batch size 1: [1, T] is accepted as [T].
   if (!(ids->dim() == 1 || (ids->dim() == 2 && ids->size(0) == 1)))
-    throw Error("input_ids must be [T] or [1, T], got " + shape_str(ids->shape()), w, "ferry runs batch size 1.");
+    throw Error("input_ids must be [T] or [1, T], got " + shape_str(ids->shape()), w,
+                "Batch sequences by passing their rows back to back with a KvCacheBatch (no padding).");
   CausalLMInputs in;
   in.input_ids = ids->reshape({-1});
   const int64_t t = in.input_ids.size(0);
   if (t == 0) throw Error("input_ids is empty", w, "Give at least one token.");
 
-  std::shared_ptr<KvCache> cache = cache_from_args(args, where);
-  if (!cache) cache = std::make_shared<KvCache>(num_layers);  // like HF's DynamicCache() when use_cache is on
-  if (cache->num_layers() != num_layers)
-    throw Error("the KvCache has " + std::to_string(cache->num_layers()) + " layers but the model has " +
-                    std::to_string(num_layers),
-                w, "Make the cache with this model's make_cache().");
-  in.cache = cache_value(cache);
+  auto check_layers = [&](const KvCache& cache) {
+    if (cache.num_layers() != num_layers)
+      throw Error("the KvCache has " + std::to_string(cache.num_layers()) + " layers but the model has " +
+                      std::to_string(num_layers),
+                  w, "Make the cache with this model's make_cache().");
+  };
+  // Each sequence's first new position: its cache length.
+  std::vector<int64_t> starts, lengths;
+  if (auto batch = batch_from_args(args)) {
+    if (batch->total_tokens() != t)
+      throw Error("the KvCacheBatch holds " + std::to_string(batch->total_tokens()) + " new tokens but input_ids has " +
+                      std::to_string(t),
+                  w, "input_ids must hold every sequence's new tokens back to back, in batch order.");
+    for (int64_t i = 0; i < batch->size(); ++i) {
+      check_layers(*(*batch)[i].cache);
+      starts.push_back((*batch)[i].cache->seq_length());
+      lengths.push_back((*batch)[i].tokens);
+    }
+    in.cache = *args.kwarg("past_key_values");
+  } else {
+    std::shared_ptr<KvCache> cache = cache_from_args(args, where);
+    if (!cache) cache = std::make_shared<KvCache>(num_layers);  // like HF's DynamicCache() when use_cache is on
+    check_layers(*cache);
+    starts.push_back(cache->seq_length());
+    lengths.push_back(t);
+    in.cache = cache_value(cache);
+  }
+  for (std::size_t i = 0; i < starts.size(); ++i) in.max_context = std::max(in.max_context, starts[i] + lengths[i]);
 
   const nn::Value* pos_value = args.kwarg("position_ids");
   if (pos_value != nullptr && !pos_value->is_none()) {
@@ -63,8 +97,10 @@ CausalLMInputs parse_causal_lm_inputs(const nn::Args& args, int64_t num_layers, 
                   w);
     in.position_ids = pos->reshape({t});
   } else {
-    std::vector<int64_t> positions(static_cast<std::size_t>(t));
-    std::iota(positions.begin(), positions.end(), cache->seq_length());
+    std::vector<int64_t> positions;
+    positions.reserve(static_cast<std::size_t>(t));
+    for (std::size_t i = 0; i < starts.size(); ++i)
+      for (int64_t p = 0; p < lengths[i]; ++p) positions.push_back(starts[i] + p);
     // Created where the ids are, as transformers creates them on inputs_embeds.device.
     in.position_ids = Tensor::from_vector(positions, {t}).to(in.input_ids.device());
   }
@@ -83,6 +119,23 @@ Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep) {
   const int64_t t = hidden.size(0);
   if (logits_to_keep <= 0 || logits_to_keep >= t) return hidden;
   return hidden.slice(t - logits_to_keep, t);
+}
+
+Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep, const nn::Args& args) {
+  const auto batch = batch_from_args(args);
+  if (!batch || batch->size() == 1) return slice_logits_to_keep(hidden, logits_to_keep);
+  if (logits_to_keep <= 0) return hidden;
+  int64_t rows = 0;
+  for (int64_t i = 0; i < batch->size(); ++i) rows += std::min(logits_to_keep, (*batch)[i].tokens);
+  if (rows == hidden.size(0)) return hidden;
+  Tensor out = Tensor::empty({rows, hidden.size(1)}, hidden.dtype(), hidden.device());
+  int64_t r = 0;
+  for (int64_t i = 0; i < batch->size(); ++i) {
+    const int64_t end = batch->offset(i) + (*batch)[i].tokens, n = std::min(logits_to_keep, (*batch)[i].tokens);
+    out.slice(r, r + n).copy_from(hidden.slice(end - n, end));
+    r += n;
+  }
+  return out;
 }
 
 const Tensor& required_tensor_kwarg(const nn::Args& args, std::string_view name, std::string_view where) {

@@ -16,7 +16,6 @@
 #include "ferry/core/error.h"
 #include "ferry/nn/activation.h"
 #include "ferry/nn/split.h"
-#include "ferry/ops/attention.h"
 #include "ferry/ops/elementwise.h"
 
 namespace ferry::models {
@@ -79,9 +78,8 @@ nn::Value GPT2Attention::forward(const nn::Args& args) {
   Tensor k = qkv[1].reshape({t, num_heads_, head_dim_});
   Tensor v = qkv[2].reshape({t, num_heads_, head_dim_});
 
-  // keys, values: [S, H, D]; the new queries sit at cache positions S - T .. S - 1.
-  auto [keys, values] = cache_from_args(args, type_name())->update(layer_idx_, k, v);
-  Tensor o = ops::attention(q, keys, values, keys.size(0) - t, scaling_);
+  // Each sequence's queries attend to its own cached keys and values (one cache, or a KvCacheBatch).
+  Tensor o = cached_attention(args, type_name(), layer_idx_, q, k, v, scaling_);
   return (*resid_dropout)((*c_proj)(o.reshape({t, embed_dim_})));
 }
 
@@ -124,10 +122,9 @@ GPT2Model::GPT2Model(const GPT2Config& c, DType dtype) {
 // input_ids [T] -> Dict{last_hidden_state: f32 [T, C], past_key_values}
 nn::Value GPT2Model::forward(const nn::Args& args) {
   CausalLMInputs in = parse_causal_lm_inputs(args, static_cast<int64_t>(h->size()), type_name());
-  const int64_t past = in.cache.object().get<KvCache>()->seq_length();
   const int64_t positions = wpe->num_embeddings();
-  if (past + in.input_ids.size(0) > positions)
-    throw Error("context of " + std::to_string(past + in.input_ids.size(0)) + " tokens exceeds n_positions = " +
+  if (in.max_context > positions)
+    throw Error("context of " + std::to_string(in.max_context) + " tokens exceeds n_positions = " +
                     std::to_string(positions),
                 type_name(), "GPT-2 has learned positions only up to n_positions; shorten the prompt or generation.");
   Tensor inputs_embeds = (*wte)(in.input_ids);
@@ -158,7 +155,7 @@ GPT2LMHeadModel::GPT2LMHeadModel(const GPT2Config& c, DType dtype)
 nn::Value GPT2LMHeadModel::forward(const nn::Args& args) {
   const int64_t logits_to_keep = logits_to_keep_arg(args, type_name());
   nn::Value out = (*transformer)(args);
-  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep);
+  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep, args);
   return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
 }
 

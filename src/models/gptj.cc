@@ -13,7 +13,6 @@
 
 #include "ferry/core/error.h"
 #include "ferry/nn/activation.h"
-#include "ferry/ops/attention.h"
 #include "ferry/ops/elementwise.h"
 #include "ferry/ops/rotary.h"
 
@@ -84,9 +83,8 @@ nn::Value GPTJAttention::forward(const nn::Args& args) {
   ops::apply_rotary_(q, position_ids, inv_freq, ops::RopeLayout::Interleaved);
   ops::apply_rotary_(k, position_ids, inv_freq, ops::RopeLayout::Interleaved);
 
-  // keys, values: [S, H, D]; the new queries sit at cache positions S - T .. S - 1.
-  auto [keys, values] = cache_from_args(args, type_name())->update(layer_idx_, k, v);
-  Tensor o = ops::attention(q, keys, values, keys.size(0) - t, scaling_);
+  // Each sequence's queries attend to its own cached keys and values (one cache, or a KvCacheBatch).
+  Tensor o = cached_attention(args, type_name(), layer_idx_, q, k, v, scaling_);
   return (*resid_dropout)((*out_proj)(o.reshape({t, num_heads_ * head_dim_})));
 }
 
@@ -157,7 +155,7 @@ GPTJForCausalLM::GPTJForCausalLM(const GPTJConfig& c, DType dtype)
 nn::Value GPTJForCausalLM::forward(const nn::Args& args) {
   const int64_t logits_to_keep = logits_to_keep_arg(args, type_name());
   nn::Value out = (*transformer)(args);
-  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep);
+  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep, args);
   return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
 }
 

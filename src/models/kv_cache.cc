@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ferry/core/error.h"
+#include "ferry/ops/attention.h"
 
 namespace ferry::models {
 
@@ -112,6 +113,60 @@ std::size_t KvCache::nbytes() const {
   return n;
 }
 
+KvCacheBatch::KvCacheBatch(std::vector<Sequence> sequences) : sequences_(std::move(sequences)), offsets_{0} {
+  if (sequences_.empty()) throw Error("a batch needs at least one sequence", "KvCacheBatch");
+  for (std::size_t i = 0; i < sequences_.size(); ++i) {
+    const Sequence& s = sequences_[i];
+    const std::string where = "KvCacheBatch sequence " + std::to_string(i);
+    if (!s.cache) throw Error("has no cache", where, "Give every sequence its own model->make_cache().");
+    if (s.tokens < 1) throw Error("has " + std::to_string(s.tokens) + " new tokens; each needs at least one", where);
+    for (std::size_t j = 0; j < i; ++j)
+      if (sequences_[j].cache == s.cache)
+        throw Error("shares its cache with sequence " + std::to_string(j), where,
+                    "Each sequence needs its own KvCache.");
+    offsets_.push_back(offsets_.back() + s.tokens);
+  }
+}
+
+nn::Value batch_value(std::shared_ptr<KvCacheBatch> batch) {
+  if (!batch) return nn::Value();
+  return nn::Object::make(std::move(batch), "KvCacheBatch");
+}
+
+std::shared_ptr<KvCacheBatch> batch_from_args(const nn::Args& args) {
+  const nn::Value* v = args.kwarg("past_key_values");
+  if (v == nullptr || !v->is_object() || !v->object().holds<KvCacheBatch>()) return nullptr;
+  return v->object().get<KvCacheBatch>();
+}
+
+Tensor cached_attention(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q,
+                        const Tensor& k, const Tensor& v, float scale, int64_t sliding_window) {
+  const auto batch = batch_from_args(args);
+  if (!batch) {
+    // keys, values: [S, Hkv, D]; the new queries sit at cache positions S - T .. S - 1.
+    auto [keys, values] = cache_from_args(args, where)->update(layer, k, v);
+    return ops::attention(q, keys, values, keys.size(0) - q.size(0), scale, sliding_window);
+  }
+  const int64_t t = q.size(0);
+  if (batch->total_tokens() != t)
+    throw Error("the batch has " + std::to_string(batch->total_tokens()) + " token rows but the layer got " +
+                    std::to_string(t),
+                std::string(where), "Build the KvCacheBatch from the same sequences as input_ids.");
+  if (batch->size() == 1) {
+    auto [keys, values] = (*batch)[0].cache->update(layer, k, v);
+    return ops::attention(q, keys, values, keys.size(0) - t, scale, sliding_window);
+  }
+  Tensor out;
+  for (int64_t i = 0; i < batch->size(); ++i) {
+    const int64_t a = batch->offset(i), b = a + (*batch)[i].tokens;
+    auto [keys, values] = (*batch)[i].cache->update(layer, k.slice(a, b), v.slice(a, b));
+    Tensor o = ops::attention(q.slice(a, b), keys, values, keys.size(0) - (b - a), scale, sliding_window);
+    if (!out.defined()) out = Tensor::empty({t, o.size(1), o.size(2)}, DType::F32, o.device());
+    out.slice(a, b).copy_from(o);
+  }
+  return out;
+}
+
 int64_t kv_cache_bytes_per_token(int64_t num_key_value_heads, int64_t head_dim, DType dtype) {
   return 2 * num_key_value_heads * head_dim * static_cast<int64_t>(dtype_size(dtype));
 }
@@ -126,7 +181,7 @@ std::shared_ptr<KvCache> cache_from_args(const nn::Args& args, std::string_view 
   if (v == nullptr || v->is_none()) return nullptr;
   if (!v->is_object() || !v->object().holds<KvCache>())
     throw Error("\"past_key_values\" must be a KvCache, got " + v->describe(), std::string(where),
-                "Pass the cache made by the model's make_cache().");
+                "Pass the cache made by the model's make_cache(), or a KvCacheBatch of them.");
   return v->object().get<KvCache>();
 }
 

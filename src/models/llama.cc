@@ -8,13 +8,12 @@
 //  - rotary_emb returns inv_freq, not (cos, sin): ops::apply_rotary_ forms the angles itself (nn/rotary.h).
 //  - repeat_kv and the causal / sliding-window mask live inside ops::attention, which reads grouped KV heads in
 //    place instead of copying them Hq/Hkv times.
-//  - Batch size 1 without padding, so there is no attention_mask argument.
+//  - Batches are flattened, not padded (a KvCacheBatch in past_key_values), so there is no attention_mask.
 #include "ferry/models/llama.h"
 
 #include <cmath>
 
 #include "ferry/core/error.h"
-#include "ferry/ops/attention.h"
 #include "ferry/ops/elementwise.h"
 #include "ferry/ops/rotary.h"
 
@@ -164,9 +163,8 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
   ops::apply_rotary_(q, position_ids, inv_freq, rope_layout_);
   ops::apply_rotary_(k, position_ids, inv_freq, rope_layout_);
 
-  // keys, values: [S, Hkv, D]; the new queries sit at cache positions S - T .. S - 1.
-  auto [keys, values] = cache_from_args(args, type_name())->update(layer_idx_, k, v);
-  Tensor o = ops::attention(q, keys, values, keys.size(0) - t, scaling_, sliding_window_);
+  // Each sequence's queries attend to its own cached keys and values (one cache, or a KvCacheBatch).
+  Tensor o = cached_attention(args, type_name(), layer_idx_, q, k, v, scaling_, sliding_window_);
   return (*o_proj)(o.reshape({t, num_heads_ * head_dim_}));
 }
 
@@ -226,7 +224,7 @@ LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, DType dtype)
 nn::Value LlamaForCausalLM::forward(const nn::Args& args) {
   const int64_t logits_to_keep = logits_to_keep_arg(args, type_name());
   nn::Value out = (*model)(args);
-  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep);
+  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep, args);
   return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
 }
 

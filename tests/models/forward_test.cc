@@ -122,7 +122,7 @@ TEST_P(ForwardTest, BadInputsAreErrors) {
     }
   };
   expect_error(nn::Args{Tensor::zeros({3}, DType::F32)}, "input_ids must be i64");
-  expect_error(nn::Args{Tensor::zeros({2, 3}, DType::I64)}, "batch size 1");
+  expect_error(nn::Args{Tensor::zeros({2, 3}, DType::I64)}, "KvCacheBatch");
   expect_error(nn::Args{Tensor::zeros({0}, DType::I64)}, "input_ids is empty");
   expect_error(nn::Args{}, "forward needs input_ids");
   expect_error(nn::Args{ids({1, 2})}.with("position_ids", ids({0})), "position_ids");

@@ -4,12 +4,15 @@
 // Legend: T = new tokens, T' = positions whose logits are returned, V = vocab size, C = hidden size.
 //
 // Forward contract (HF names; call through operator() so hooks run):
-//   args[0] or "input_ids":  i64 [T] or [1, T] — the new tokens (batch size 1)
-//   "past_key_values":       a KvCache Value (cache_value(cache)); without one the forward uses a fresh cache
-//   "position_ids":          i64 [T]; default: cache length + 0..T-1
-//   "logits_to_keep":        int; 0 (default) = logits for every position, n = the last n
-// returns Dict{"logits": f32 [T', V], "past_key_values": the cache used}.
-// A prompt is prefilled in one forward; decoding feeds one token at a time with the same cache.
+//   args[0] or "input_ids":  i64 [T] or [1, T] — the new tokens of one sequence, or of a batch back to back
+//   "past_key_values":       a KvCache Value (cache_value(cache)), or a KvCacheBatch Value (batch_value(batch)):
+//                            several sequences whose rows of input_ids follow each other (kv_cache.h); without
+//                            one the forward uses a fresh cache
+//   "position_ids":          i64 [T]; default: each sequence's cache length + 0..T_i-1
+//   "logits_to_keep":        int; 0 (default) = logits for every position, n = the last n (of each sequence)
+// returns Dict{"logits": f32 [T', V], "past_key_values": the cache or batch used}.
+// A prompt is prefilled in one forward; decoding feeds one token at a time with the same cache. A batch mixes
+// both: one sequence's prompt and other sequences' next tokens go through the linear layers together.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +60,11 @@ class CausalLM : public nn::Module {
   ///   Tensor last = model->logits(next_token, cache, 1);         // [1, V]
   Tensor logits(const Tensor& input_ids, const std::shared_ptr<KvCache>& cache = nullptr,
                 int64_t logits_to_keep = 0);
+  /// The same for a batch: input_ids holds batch[i].tokens ids of each sequence in turn; returns the logits of
+  /// each sequence's last min(logits_to_keep, tokens) positions (all for 0), in batch order.
+  ///   KvCacheBatch batch({{cache_a, 5}, {cache_b, 1}});            // a's 5-token prompt, b's next token
+  ///   Tensor last = model->logits(ids, batch, 1);                   // [2, V]: a's last row, then b's
+  Tensor logits(const Tensor& input_ids, const KvCacheBatch& batch, int64_t logits_to_keep = 0);
 
  protected:
   explicit CausalLM(CausalLMInfo info) : info_(std::move(info)) {}
@@ -68,8 +76,9 @@ class CausalLM : public nn::Module {
 /// The forward inputs of a base model (LlamaModel, GPT2Model, ...), parsed and checked once.
 struct CausalLMInputs {
   Tensor input_ids;      // i64 [T]
-  nn::Value cache;       // the KvCache Value: the caller's, or a fresh one
+  nn::Value cache;       // the KvCache or KvCacheBatch Value: the caller's, or a fresh KvCache
   Tensor position_ids;   // i64 [T], on input_ids' device
+  int64_t max_context = 0;  // the longest sequence after this forward: cached + new tokens
 };
 
 /// Reads input_ids, past_key_values and position_ids as the forward contract above describes. `where` names the
@@ -82,6 +91,9 @@ int64_t logits_to_keep_arg(const nn::Args& args, std::string_view where);
 /// The last `logits_to_keep` rows of hidden [T, C] (all of them for 0 or n ≥ T), a view.
 /// HF: slice_logits_to_keep
 Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep);
+/// The same for the forward's "past_key_values" in args: for a KvCacheBatch, the last logits_to_keep rows of each
+/// sequence, gathered in batch order.
+Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep, const nn::Args& args);
 
 /// The named tensor argument `name` of a submodule forward (position_ids, position_embeddings); throws
 /// ferry::Error naming the module when absent.

@@ -8,7 +8,7 @@
 // appending; capacity doubles so decoding reallocates O(log S) times, and reserve() removes even that.
 //
 // Deliberately unlike DynamicCache: sliding-window layers keep every token (the attention op masks the old ones),
-// trading memory for one code path; batch size is 1.
+// trading memory for one code path; one cache holds one sequence (KvCacheBatch groups several for one forward).
 #pragma once
 
 #include <cstddef>
@@ -71,6 +71,44 @@ class KvCache {
   DType dtype_;
   int64_t reserved_ = 0;
 };
+
+/// Several sequences in one forward (batched decoding): the rows of input_ids are each sequence's new tokens, back
+/// to back in batch order, without padding; sequence i owns rows [offset(i), offset(i) + tokens(i)) and its own
+/// KvCache, so sequences of any lengths share the linear layers while attention reads only their own keys.
+/// Sequences may join or leave between forwards: a batch is rebuilt for every step. Passed as "past_key_values"
+/// (batch_value()) in place of a single cache; every cache must have the model's number of layers.
+/// (vLLM's flattened varlen batch; transformers pads a [B, T] batch instead.)
+class KvCacheBatch {
+ public:
+  struct Sequence {
+    std::shared_ptr<KvCache> cache;
+    int64_t tokens = 0;  // new tokens of this sequence in this forward (≥ 1)
+  };
+  /// Throws ferry::Error for an empty batch, a null cache, tokens < 1 or the same cache twice.
+  explicit KvCacheBatch(std::vector<Sequence> sequences);
+
+  int64_t size() const noexcept { return static_cast<int64_t>(sequences_.size()); }
+  const Sequence& operator[](int64_t i) const { return sequences_[static_cast<std::size_t>(i)]; }
+  /// First row of sequence i in the forward's token rows.
+  int64_t offset(int64_t i) const { return offsets_[static_cast<std::size_t>(i)]; }
+  /// Rows of the whole batch: the sum of every sequence's tokens.
+  int64_t total_tokens() const noexcept { return offsets_.back(); }
+
+ private:
+  std::vector<Sequence> sequences_;
+  std::vector<int64_t> offsets_;  // size() + 1 prefix sums
+};
+
+/// The batch as the Value passed under "past_key_values".
+nn::Value batch_value(std::shared_ptr<KvCacheBatch> batch);
+/// The batch given as "past_key_values" in `args`, or nullptr when a single cache or nothing was given.
+std::shared_ptr<KvCacheBatch> batch_from_args(const nn::Args& args);
+
+/// One attention layer's cache step for either form of "past_key_values" in `args`: appends k, v [T, Hkv, D] to
+/// the cache (or, for a KvCacheBatch, each sequence's rows to that sequence's cache) and runs ops::attention of
+/// q [T, Hq, D] against the keys each query may see. Returns [T, Hq, Dv] f32. `where` names the module in errors.
+Tensor cached_attention(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q,
+                        const Tensor& k, const Tensor& v, float scale, int64_t sliding_window = 0);
 
 /// Bytes one token adds to one layer's cache: keys and values, 2 · Hkv · D · sizeof(dtype).
 int64_t kv_cache_bytes_per_token(int64_t num_key_value_heads, int64_t head_dim, DType dtype);
