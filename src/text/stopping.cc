@@ -14,6 +14,8 @@ const char* to_string(StopReason reason) {
     case StopReason::EosToken: return "eos_token";
     case StopReason::StopString: return "stop_string";
     case StopReason::MaxNewTokens: return "max_new_tokens";
+    case StopReason::MaxLength: return "max_length";
+    case StopReason::Cancelled: return "cancelled";
   }
   return "unknown";
 }

@@ -51,7 +51,7 @@ struct GenerateResult {
 };
 
 /// Called with each piece of text as soon as it is safe to show (may be empty when a token completes no
-/// character yet) and the token id. Return false to stop generating. After the last token, text the
+/// character yet) and the token id. Return false to stop generating (stop reason "cancelled"). After the last token, text the
 /// decoder still held back (a byte-fallback run or an incomplete UTF-8 sequence at the end) comes in one
 /// more call with id kEndOfText, whose return value is ignored. The pieces together always equal
 /// GenerateResult::text.
@@ -63,8 +63,15 @@ inline constexpr TokenId kEndOfText = -1;
 /// Token ids as the [n] int64 tensor CausalLM::logits takes.
 Tensor token_ids_tensor(std::span<const TokenId> ids);
 
+/// Throws ferry::Error for an empty prompt, an id outside the model's vocabulary, or a prompt that fills the
+/// context (no room for one generated token).
+void check_prompt(const models::CausalLM& model, std::span<const TokenId> prompt_ids);
+/// The most tokens (prompt + generated) a sequence may hold: max_position_embeddings (unlimited when unknown).
+/// Generation stops there with StopReason::MaxLength, as transformers' max_length does.
+int64_t context_length(const models::CausalLM& model);
+
 /// Generates from token ids. `tokenizer` may be null: then no text is produced (ids only) and stop strings
-/// cannot match. Throws ferry::Error for an empty prompt or an id outside the model's vocabulary.
+/// cannot match. Throws ferry::Error for a prompt check_prompt() refuses.
 GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
                         const GenerateOptions& options = {}, const TokenCallback& on_token = {});
 

@@ -33,9 +33,11 @@ struct StopCriteria {
   std::size_t max_new_tokens = 256;       ///< generation ends after this many tokens (HF: max_new_tokens)
 };
 
-enum class StopReason { None, EosToken, StopString, MaxNewTokens };
+/// Why generation ended. MaxLength: the model's context (max_position_embeddings) is full; Cancelled: the caller
+/// stopped it (a token callback returned false, or BatchGenerator::cancel).
+enum class StopReason { None, EosToken, StopString, MaxNewTokens, MaxLength, Cancelled };
 
-/// "none", "eos_token", "stop_string" or "max_new_tokens".
+/// "none", "eos_token", "stop_string", "max_new_tokens", "max_length" or "cancelled".
 const char* to_string(StopReason reason);
 
 /// Tracks one generation against StopCriteria. Not thread-safe: one per generation.
