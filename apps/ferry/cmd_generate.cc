@@ -1,4 +1,5 @@
-// ferry generate -m FOLDER -p PROMPT — load (plan table, progress bar), stream tokens, report timings.
+// ferry generate -m FOLDER -p PROMPT — load (plan table, progress bar), stream tokens, report timings; with
+// -i FILE, many prompts batched (generate_batch.cc).
 #include <iostream>
 #include <memory>
 
@@ -8,23 +9,10 @@
 #include "ferry/core/error.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/text/generate.h"
+#include "generate_batch.h"
 #include "run_model.h"
 
 namespace ferry::cli {
-namespace {
-
-struct GenerateFlags {
-  ModelFlags model;
-  std::string prompt, prompt_ids;
-  int64_t n_tokens = 128;
-  float temp = 0.0f;  // 0 = greedy
-  int64_t top_k = 50;
-  float top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
-  uint64_t seed = 0;
-  bool json = false, interactive = false, no_special = false;
-  int64_t logits = 0;
-  std::vector<std::string> stop;
-};
 
 text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel& lm) {
   text::GenerateOptions o;
@@ -42,6 +30,8 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   o.record_logits = static_cast<std::size_t>(f.logits);
   return o;
 }
+
+namespace {
 
 // `forwards`: the model calls of the run (the prefill, then one per token after the first).
 void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size_t forwards,
@@ -143,11 +133,24 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--json", f->json, "print prompt ids, generated ids, text and timings as one JSON object");
   cmd->add_option("--logits", f->logits, "with --json: add the last-position logits of the first N steps")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("-i,--interactive", f->interactive, "read prompts from stdin, one per line");
+  cmd->add_flag("--interactive", f->interactive, "read prompts from stdin, one per line, one at a time");
+  cmd->add_option("-i,--input", f->input,
+                  "a file of prompts, one per line, or JSONL objects {\"prompt\" or \"prompt_ids\", and per-prompt "
+                  "max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, stop, id}; - is stdin. "
+                  "Generated in batches (--batch); results in input order");
+  cmd->add_option("-b,--batch", f->batch, "with -i: sequences generated together (default 16)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-kv-memory", f->max_kv_memory,
+                  "with -i: bytes the running sequences' KV caches may use (e.g. 4GiB; default: the --context "
+                  "reservation, else half the RAM available after loading)");
   cmd->add_flag("--no-special", f->no_special, "do not add BOS to the prompt");
   cmd->callback([f] {
-    if (f->prompt.empty() && f->prompt_ids.empty() && !f->interactive)
-      throw Error("no prompt given", "generate", "pass -p TEXT, --prompt-ids 1,2,3 or -i");
+    if (f->prompt.empty() && f->prompt_ids.empty() && !f->interactive && f->input.empty())
+      throw Error("no prompt given", "generate", "pass -p TEXT, --prompt-ids 1,2,3, -i PROMPTS_FILE or --interactive");
+    if (!f->input.empty() && (f->interactive || !f->prompt.empty() || !f->prompt_ids.empty()))
+      throw Error("-i reads the prompts from a file", "generate", "pass either -i FILE, or -p / --prompt-ids / --interactive");
+    std::vector<BatchPrompt> batch_prompts;
+    if (!f->input.empty()) batch_prompts = read_batch_prompts(f->input);  // before loading: a bad file fails fast
     std::optional<text::Tokenizer> tok;
     f->model.apply();
     if (models::is_gguf_file(f->model.model)) {
@@ -161,6 +164,10 @@ void add_generate_command(CLI::App& app) {
       tok = load_tokenizer(f->model.model);
     }
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
+    if (!f->input.empty()) {
+      run_batch(*f, lm, tok, batch_prompts);
+      return;
+    }
     if (!f->interactive) {
       run_once(*f, lm, tok, f->prompt);
       return;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -310,10 +311,80 @@ TEST_F(FerryCli, NonTtyOutputHasNoControlCharacters) {
 }
 
 TEST_F(FerryCli, InteractiveReadsPromptsFromStdin) {
-  CliRun r = ferry("generate -m " + model_.string() + " -i -n 2", "", "first prompt\nsecond prompt\n");
+  CliRun r = ferry("generate -m " + model_.string() + " --interactive -n 2", "", "first prompt\nsecond prompt\n");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "first prompt");
   EXPECT_CONTAINS(r.out, "second prompt");
+}
+
+// -i PROMPTS --batch: results in input order, one JSON line per prompt, equal to each prompt run alone; bad lines
+// fail alone (exit code 1 after every result is out).
+TEST_F(FerryCli, BatchFileGivesEachPromptsResultInOrder) {
+  const fs::path prompts = dir_ / "prompts.txt";
+  std::ofstream(prompts) << "the river\n"
+                            "{\"prompt\": \"hello world\", \"max_new_tokens\": 2, \"id\": \"h\"}\n"
+                            "{\"prompt_ids\": [1, 5, 6], \"temperature\": 0.9, \"seed\": 4}\n"
+                            "a\n";
+  CliRun r = ferry("generate -m " + model_.string() + " -i " + prompts.string() + " -n 4 --batch 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (std::size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["index"], i);
+  EXPECT_EQ(lines[1]["id"], "h");
+  EXPECT_EQ(lines[1]["generated_ids"].size(), 2u);
+  EXPECT_EQ(lines[0]["generated_ids"].size(), 4u);
+  EXPECT_EQ(lines[2]["prompt_ids"], nlohmann::json::parse("[1, 5, 6]"));
+  // Each equals the prompt generated alone.
+  CliRun alone = ferry("generate -m " + model_.string() + " -p \"the river\" -n 4 --json");
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  EXPECT_EQ(nlohmann::json::parse(alone.out)["generated_ids"], lines[0]["generated_ids"]);
+  CliRun sampled = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,6 -n 4 --temp 0.9 --seed 4 --json");
+  ASSERT_EQ(sampled.code, 0) << sampled.err;
+  EXPECT_EQ(nlohmann::json::parse(sampled.out)["generated_ids"], lines[2]["generated_ids"]);
+
+  // Text mode: a progress line and the throughput on stderr.
+  CliRun text = ferry("generate -m " + model_.string() + " -i " + prompts.string() + " -n 2 -b 3");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "--- 3");
+  EXPECT_CONTAINS(text.err, "sequences 4/4 done");
+  EXPECT_CONTAINS(text.err, "tok/s");
+}
+
+TEST_F(FerryCli, BatchBadLinesFailAloneAndTheRunExitsWithAnError) {
+  const fs::path prompts = dir_ / "bad_prompts.txt";
+  std::ofstream(prompts) << "the river\n"
+                            "\n"
+                            "{\"prompt\": \"x\", \"bogus\": 1}\n"
+                            "{not json\n"
+                            "{\"prompt_ids\": [1, 99999]}\n"
+                            "{\"prompt\": \"x\", \"prompt_ids\": [1]}\n"
+                            "hello\n";
+  CliRun r = ferry("generate -m " + model_.string() + " -i " + prompts.string() + " -n 3 --json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_CONTAINS(r.err, "5 of 7 prompts failed");
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 7u) << r.out;
+  EXPECT_FALSE(lines[0].contains("error"));
+  EXPECT_EQ(lines[0]["generated_ids"].size(), 3u);
+  EXPECT_CONTAINS(lines[1]["error"].get<std::string>(), "empty");
+  EXPECT_CONTAINS(lines[2]["error"].get<std::string>(), "unknown setting");
+  EXPECT_CONTAINS(lines[3]["error"].get<std::string>(), "not a JSON object");
+  EXPECT_CONTAINS(lines[4]["error"].get<std::string>(), "outside the vocabulary");
+  EXPECT_CONTAINS(lines[5]["error"].get<std::string>(), "exactly one of");
+  EXPECT_FALSE(lines[6].contains("error"));
+
+  // A KV budget too small for any sequence: every one fails with the reason; a missing file fails before loading.
+  CliRun tiny = ferry("generate -m " + model_.string() + " -i " + prompts.string() + " -n 3 --max-kv-memory 1KiB");
+  EXPECT_EQ(tiny.code, 1);
+  EXPECT_CONTAINS(tiny.out, "more than the whole budget");
+  CliRun missing = ferry("generate -m " + model_.string() + " -i " + (dir_ / "nope.txt").string());
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_CONTAINS(missing.err, "cannot open the prompts file");
+  EXPECT_EQ(missing.err.find("loading"), std::string::npos);
 }
 
 TEST_F(FerryCli, TokenizeRoundTrips) {

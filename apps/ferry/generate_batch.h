@@ -1,0 +1,57 @@
+// `ferry generate -i PROMPTS --batch N`: many prompts generated together by a text::BatchGenerator, results in
+// input order (text, or JSONL with --json), a progress line on stderr, throughput at the end.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ferry/text/generate.h"
+#include "run_model.h"
+
+namespace ferry::cli {
+
+/// The flags of `ferry generate` (cmd_generate.cc).
+struct GenerateFlags {
+  ModelFlags model;
+  std::string prompt, prompt_ids;
+  int64_t n_tokens = 128;
+  float temp = 0.0f;  // 0 = greedy
+  int64_t top_k = 50;
+  float top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+  uint64_t seed = 0;
+  bool json = false, interactive = false, no_special = false;
+  int64_t logits = 0;
+  std::vector<std::string> stop;
+  std::string input;          // -i: prompts file ("-" = stdin)
+  int64_t batch = 16;         // --batch
+  std::string max_kv_memory;  // --max-kv-memory
+};
+
+/// The generation settings the flags ask for (the per-prompt defaults of a batch).
+text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel& lm);
+
+/// One line of a prompts file: plain text, or a JSON object with "prompt" or "prompt_ids" and optional per-prompt
+/// settings. A line that cannot be used keeps its error, reported as that sequence's result.
+struct BatchPrompt {
+  int64_t line = 0;
+  std::optional<std::string> text;
+  std::optional<std::vector<text::TokenId>> ids;
+  nlohmann::json settings = nlohmann::json::object();  // the JSON object's other keys
+  nlohmann::json id;                                   // "id", echoed in the result
+  std::string error;
+};
+
+/// Reads every line of `path` ("-": stdin). Throws ferry::Error when the file cannot be read or holds no line.
+std::vector<BatchPrompt> read_batch_prompts(const std::string& path);
+/// `base` with a prompt's settings applied (throws ferry::Error naming the bad key or value).
+text::GenerateOptions apply_prompt_settings(text::GenerateOptions base, const nlohmann::json& settings);
+
+/// Generates every prompt; prints results in input order. Throws ferry::Error after printing everything when
+/// some sequences failed (exit code 1), so that a script notices.
+void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
+               const std::vector<BatchPrompt>& prompts);
+
+}  // namespace ferry::cli
