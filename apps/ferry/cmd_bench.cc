@@ -1,4 +1,5 @@
-// ferry bench -m FOLDER — llama-bench-like throughput table: prompt processing (pp) and text generation (tg).
+// ferry bench -m FOLDER — llama-bench-like throughput table: prompt processing (pp) and text generation (tg),
+// the latter also for batches of sequences decoded together (--batch 1,8,32).
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -44,6 +45,7 @@ void add_bench_command(CLI::App& app) {
   struct Opts {
     ModelFlags flags;
     int64_t pp = 512, tg = 128, reps = 5;
+    std::string batch = "1";
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -52,8 +54,14 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", o->pp, "prompt tokens for the pp test (default 512; 0 skips)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", o->tg, "tokens for the tg test (default 128; 0 skips)")->check(CLI::NonNegativeNumber);
   cmd->add_option("-r,--repetitions", o->reps, "runs per test (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("-b,--batch", o->batch,
+                  "sequences decoded together in the tg test, a list: 1,8,32 adds a row per size with the total "
+                  "tokens/s of the batch (default 1)");
   cmd->add_flag("--json", o->json, "print the results as JSON");
   cmd->callback([o] {
+    std::vector<int64_t> batches = parse_int_list(o->batch, "--batch");
+    for (int64_t b : batches)
+      if (b < 1) throw Error("batch sizes must be at least 1, got " + std::to_string(b), "--batch");
     LoadedModel lm = load_for_run(o->flags, o->json ? nullptr : stderr);
     auto& model = *lm.model;
     const int64_t vocab = model.info().vocab_size;
@@ -67,6 +75,7 @@ void add_bench_command(CLI::App& app) {
     struct Row {
       std::string test;
       Stat tps;
+      int64_t batch = 1;
     };
     std::vector<Row> rows;
     if (o->pp > 0) {
@@ -80,48 +89,76 @@ void add_bench_command(CLI::App& app) {
       }
       rows.push_back({"pp" + std::to_string(o->pp), stat(tps)});
     }
-    // Host→device traffic of the decode runs (offloaded weights streamed to a GPU), per token and per second.
+    // Host→device traffic of the batch-1 decode runs (offloaded weights streamed to a GPU), per token and per second.
     double h2d_per_token = 0, h2d_gb_per_s = 0;
-    if (o->tg > 0) {
+    for (int64_t batch : o->tg > 0 ? batches : std::vector<int64_t>{}) {
       std::vector<double> tps;
       double decode_s = 0;
       const uint64_t h2d_before = transfer_stats().host_to_device;
       for (int64_t r = 0; r < o->reps; ++r) {
-        auto cache = model.make_cache();
-        Tensor ids = random_ids(o->tg, vocab, static_cast<uint32_t>(100 + r));
+        std::vector<std::shared_ptr<models::KvCache>> caches;
+        std::vector<Tensor> ids;
+        for (int64_t b = 0; b < batch; ++b) {
+          caches.push_back(model.make_cache());
+          ids.push_back(random_ids(o->tg, vocab, static_cast<uint32_t>(100 + r * 1000 + b)));
+        }
         auto t0 = std::chrono::steady_clock::now();
-        // Each step's logits are read back, as generation does to pick the next token.
-        for (int64_t i = 0; i < o->tg; ++i) model.logits(ids.slice(i, i + 1), cache, 1).to(Device::cpu());
+        // Each step's logits are read back, as generation does to pick the next token; a batch runs one forward
+        // for all its sequences (each with its own cache), as text::BatchGenerator does.
+        for (int64_t i = 0; i < o->tg; ++i) {
+          if (batch == 1) {
+            model.logits(ids[0].slice(i, i + 1), caches[0], 1).to(Device::cpu());
+            continue;
+          }
+          std::vector<int64_t> step;
+          std::vector<models::KvCacheBatch::Sequence> seqs;
+          for (int64_t b = 0; b < batch; ++b) {
+            step.push_back(ids[static_cast<std::size_t>(b)].data<int64_t>()[i]);
+            seqs.push_back({caches[static_cast<std::size_t>(b)], 1});
+          }
+          model.logits(Tensor::from_vector(step, {batch}), models::KvCacheBatch(std::move(seqs)), 1).to(Device::cpu());
+        }
         const double s = seconds(t0);
         decode_s += s;
-        tps.push_back(static_cast<double>(o->tg) / s);
+        tps.push_back(static_cast<double>(o->tg * batch) / s);
       }
-      rows.push_back({"tg" + std::to_string(o->tg), stat(tps)});
-      const double moved = static_cast<double>(transfer_stats().host_to_device - h2d_before);
-      h2d_per_token = moved / static_cast<double>(o->tg * o->reps);
-      h2d_gb_per_s = decode_s > 0 ? moved / decode_s / 1e9 : 0;
+      rows.push_back({"tg" + std::to_string(o->tg) + (batch > 1 ? " b" + std::to_string(batch) : ""), stat(tps), batch});
+      if (batch == 1) {
+        const double moved = static_cast<double>(transfer_stats().host_to_device - h2d_before);
+        h2d_per_token = moved / static_cast<double>(o->tg * o->reps);
+        h2d_gb_per_s = decode_s > 0 ? moved / decode_s / 1e9 : 0;
+      }
     }
+    // Batched rows: the speed-up over batch 1 (the same bytes of weights serve `batch` tokens per step).
+    double tg1 = 0;
+    for (const auto& r : rows)
+      if (r.test.rfind("tg", 0) == 0 && r.batch == 1) tg1 = r.tps.mean;
     if (o->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : rows)
         j.push_back({{"model", model.info().architecture}, {"size_bytes", bytes}, {"params", params},
                      {"device_map", map_desc}, {"test", r.test}, {"t_s_mean", r.tps.mean}, {"t_s_sd", r.tps.sd},
-                     {"repetitions", o->reps}, {"dtype", std::string(dtype_name(lm.dtype))},
+                     {"repetitions", o->reps}, {"dtype", std::string(dtype_name(lm.dtype))}, {"batch", r.batch},
                      {"prefetch", o->flags.prefetch}, {"weights_bytes", bytes},
                      {"streamed_bytes_per_token", lm.streamed_bytes_per_forward}});
       for (auto& row : j)
-        if (row["test"].get<std::string>().rfind("tg", 0) == 0) {
+        if (row["test"].get<std::string>().rfind("tg", 0) == 0 && row["batch"] == 1) {
           row["h2d_bytes_per_token"] = h2d_per_token;
           row["h2d_gb_per_s"] = h2d_gb_per_s;
         }
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
+    const bool batched = batches.size() > 1 || batches[0] > 1;
     std::vector<std::vector<std::string>> table{{"model", "size", "params", "device map", "test", "t/s"}};
-    for (const auto& r : rows)
+    if (batched) table[0].push_back("× b1");
+    for (const auto& r : rows) {
       table.push_back({model.info().architecture + " " + std::string(dtype_name(lm.dtype)), format_bytes(bytes),
                        fmt::format("{:.2f} B", params / 1e9), map_desc, r.test,
                        fmt::format("{:.2f} ± {:.2f}", r.tps.mean, r.tps.sd)});
+      if (batched)
+        table.back().push_back(r.test.rfind("tg", 0) == 0 && tg1 > 0 ? fmt::format("{:.2f}", r.tps.mean / tg1) : "");
+    }
     print_table(stdout, table);
     if (h2d_per_token > 0)
       std::printf("host→device during tg: %s per token, %.2f GB/s\n",

@@ -422,6 +422,23 @@ TEST_F(FerryCli, BenchJson) {
   EXPECT_EQ(j[1]["h2d_bytes_per_token"].get<double>(), 0.0);  // all on cpu: nothing crosses to a device
 }
 
+TEST_F(FerryCli, BenchBatchesAddRows) {
+  CliRun r = ferry("bench -m " + model_.string() + " -p 0 -n 3 -r 1 --batch 1,4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["test"], "tg3");
+  EXPECT_EQ(j[1]["test"], "tg3 b4");
+  EXPECT_EQ(j[1]["batch"], 4);
+  EXPECT_GT(j[1]["t_s_mean"].get<double>(), 0.0);
+  CliRun table = ferry("bench -m " + model_.string() + " -p 0 -n 2 -r 1 -b 1,2");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_CONTAINS(table.out, "× b1");
+  CliRun bad = ferry("bench -m " + model_.string() + " -b 0");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_CONTAINS(bad.err, "at least 1");
+}
+
 // A GGUF file made from the demo folder by llama.cpp's own converter (skipped without the reference venv): inspect,
 // plan and generate read it, and it generates the ids the folder generates (f32 on both sides).
 TEST_F(FerryCli, GgufFilesWorkLikeFolders) {
