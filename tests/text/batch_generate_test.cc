@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "ferry/big_modeling/cpu_offload.h"
+#include "ferry/io/staged_reader.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/nn/init.h"
 #include "support/hf_folder.h"
@@ -232,6 +233,41 @@ TEST(BatchGenerate, CpuOffloadedModelGivesTheSameTokens) {
   auto ra = a.run(), rb = b.run();
   ASSERT_EQ(ra.size(), rb.size());
   for (std::size_t i = 0; i < ra.size(); ++i) EXPECT_EQ(ra[i].result.generated_ids, rb[i].result.generated_ids) << i;
+}
+
+// Throughput mode: a disk-offloaded model reads its weights once per step for the whole batch — eight sequences
+// decoding together read exactly the bytes one sequence reads alone — and generates the resident model's tokens.
+TEST(BatchGenerate, DiskOffloadedWeightsAreReadOncePerStepForTheWholeBatch) {
+  test::TempDir dir, offload("ferry-offload");
+  nn::manual_seed(41);
+  auto resident = test::write_random_hf_folder(dir.path(), test::tiny_llama_config(), DType::BF16, 20000);
+  // Each run on a freshly loaded model with its own reader, so both start and end (prefetches ahead included) alike.
+  auto load = [&](std::shared_ptr<io::StagedReader>& reader) {
+    reader = std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = 1u << 20});
+    return models::AutoModelForCausalLM::from_pretrained(
+        dir.path(), {.device_map = DeviceMap{{"", Device::disk()}}, .offload_folder = offload.path(), .prefetch = 2,
+                     .offload_io = io::OffloadIo::Direct, .staged_reader = reader});
+  };
+  GenerateOptions o;
+  o.stop.max_new_tokens = 4;  // 4 forwards: the prefill and 3 decode steps
+  const std::vector<TokenId> prompt = {3, 1, 4, 1, 5};
+  std::shared_ptr<io::StagedReader> reader1, reader8;
+  auto model1 = load(reader1);
+  const GenerateResult alone = generate(*model1, nullptr, prompt, o);
+  model1.reset();
+  const io::StagedReaderStats one = reader1->stats();
+  ASSERT_GT(one.tensors, 0u);
+
+  auto model8 = load(reader8);
+  BatchGenerator gen(*model8, nullptr, {.max_batch_size = 8});
+  for (int i = 0; i < 8; ++i) gen.add(prompt, o);
+  auto results = gen.run();
+  const io::StagedReaderStats eight = reader8->stats();
+  // Tensors taken from disk: exactly the same. Bytes: the same up to a read-ahead racing the end of the run.
+  EXPECT_EQ(eight.tensors, one.tensors) << "8 sequences in 4 steps vs one sequence in 4 forwards";
+  EXPECT_NEAR(double(eight.bytes_read), double(one.bytes_read), double(one.bytes_read) / 8);
+  for (const auto& r : results) EXPECT_EQ(r.result.generated_ids, alone.generated_ids);
+  EXPECT_EQ(alone.generated_ids, generate(*resident, nullptr, prompt, o).generated_ids);
 }
 
 TEST(BatchGenerate, BadOptionsAreErrors) {
