@@ -17,47 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-BatchPrompt parse_line(const std::string& line, int64_t number) {
-  BatchPrompt p;
-  p.line = number;
-  const std::string where = "line " + std::to_string(number);
-  if (line.find_first_not_of(" \t\r") == std::string::npos) {
-    p.error = where + ": the prompt is empty";
-    return p;
-  }
-  if (line.find_first_not_of(" \t") != line.find('{')) {
-    p.text = line;
-    return p;
-  }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    p.error = where + ": not a JSON object (" + std::string(e.what()) + ")";
-    return p;
-  }
-  if (!j.is_object()) {
-    p.error = where + ": not a JSON object";
-    return p;
-  }
-  if (j.contains("id")) p.id = j["id"];
-  const bool has_text = j.contains("prompt"), has_ids = j.contains("prompt_ids");
-  if (has_text == has_ids) {
-    p.error = where + ": give exactly one of \"prompt\" (text) and \"prompt_ids\" (token ids)";
-    return p;
-  }
-  try {
-    if (has_text) p.text = j.at("prompt").get<std::string>();
-    if (has_ids) p.ids = j.at("prompt_ids").get<std::vector<text::TokenId>>();
-  } catch (const nlohmann::json::exception&) {
-    p.error = where + ": \"prompt\" must be a string and \"prompt_ids\" an array of integers";
-    return p;
-  }
-  for (auto& [key, value] : j.items())
-    if (key != "prompt" && key != "prompt_ids" && key != "id") p.settings[key] = value;
-  return p;
-}
-
 nlohmann::json result_json(const BatchPrompt& p, const text::SequenceResult& r) {
   nlohmann::json j;
   j["index"] = p.line - 1;
@@ -125,52 +84,15 @@ std::vector<BatchPrompt> read_batch_prompts(const std::string& path) {
     if (!file) throw Error("cannot open the prompts file", path, "check the path given to -i");
     in = &file;
   }
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(*in, line);) lines.push_back(std::move(line));
+  // Blank lines at the end of the file are not prompts (a blank line between prompts is an empty prompt).
+  while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
   std::vector<BatchPrompt> prompts;
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(*in, line)) prompts.push_back(parse_line(line, ++n));
-  // A final empty line (a file ending in a blank line) is not a prompt.
-  while (!prompts.empty() && !prompts.back().error.empty() && prompts.back().error.find("empty") != std::string::npos &&
-         prompts.back().line == n)
-    prompts.pop_back(), --n;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    prompts.push_back(text::parse_prompt_line(lines[i], static_cast<int64_t>(i + 1)));
   if (prompts.empty()) throw Error("the prompts file has no prompt", path == "-" ? "stdin" : path, "one prompt per line");
   return prompts;
-}
-
-text::GenerateOptions apply_prompt_settings(text::GenerateOptions o, const nlohmann::json& settings) {
-  for (auto& [key, v] : settings.items()) {
-    try {
-      if (key == "max_new_tokens" || key == "n_predict") {
-        if (v.get<int64_t>() < 0) throw Error("must be >= 0", key);
-        o.stop.max_new_tokens = v.get<std::size_t>();
-      } else if (key == "temperature") {
-        const float t = v.get<float>();
-        o.sampling.do_sample = t > 0;
-        if (t > 0) o.sampling.temperature = t;
-      } else if (key == "top_k") {
-        if (v.get<int64_t>() < 0) throw Error("must be >= 0", key);
-        o.sampling.top_k = v.get<std::size_t>();
-      } else if (key == "top_p") {
-        o.sampling.top_p = v.get<float>();
-      } else if (key == "min_p") {
-        o.sampling.min_p = v.get<float>();
-      } else if (key == "repetition_penalty") {
-        o.sampling.repetition_penalty = v.get<float>();
-      } else if (key == "seed") {
-        o.sampling.seed = v.get<std::uint64_t>();
-      } else if (key == "stop") {
-        o.stop.stop_strings = v.is_string() ? std::vector<std::string>{v.get<std::string>()}
-                                            : v.get<std::vector<std::string>>();
-      } else {
-        throw Error("unknown setting", key,
-                    "per-prompt settings: max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, seed, "
-                    "stop, id");
-      }
-    } catch (const nlohmann::json::exception&) {
-      throw Error("has the wrong type: " + v.dump(), key);
-    }
-  }
-  return o;
 }
 
 void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
@@ -190,7 +112,8 @@ void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optiona
     refused.error = p.error;
     if (refused.error.empty()) {
       try {
-        text::GenerateOptions o = apply_prompt_settings(defaults, p.settings);
+        text::GenerateOptions o = defaults;
+        text::apply_generation_settings(p.settings, o.sampling, o.stop);
         std::vector<text::TokenId> ids;
         if (p.ids) {
           ids = *p.ids;

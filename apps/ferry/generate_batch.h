@@ -6,9 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "ferry/text/generate.h"
+#include "ferry/text/prompt_line.h"
 #include "run_model.h"
 
 namespace ferry::cli {
@@ -33,21 +32,11 @@ struct GenerateFlags {
 /// The generation settings the flags ask for (the per-prompt defaults of a batch).
 text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel& lm);
 
-/// One line of a prompts file: plain text, or a JSON object with "prompt" or "prompt_ids" and optional per-prompt
-/// settings. A line that cannot be used keeps its error, reported as that sequence's result.
-struct BatchPrompt {
-  int64_t line = 0;
-  std::optional<std::string> text;
-  std::optional<std::vector<text::TokenId>> ids;
-  nlohmann::json settings = nlohmann::json::object();  // the JSON object's other keys
-  nlohmann::json id;                                   // "id", echoed in the result
-  std::string error;
-};
+/// A line of the prompts file (text/prompt_line.h).
+using BatchPrompt = text::PromptLine;
 
 /// Reads every line of `path` ("-": stdin). Throws ferry::Error when the file cannot be read or holds no line.
 std::vector<BatchPrompt> read_batch_prompts(const std::string& path);
-/// `base` with a prompt's settings applied (throws ferry::Error naming the bad key or value).
-text::GenerateOptions apply_prompt_settings(text::GenerateOptions base, const nlohmann::json& settings);
 
 /// Generates every prompt; prints results in input order. Throws ferry::Error after printing everything when
 /// some sequences failed (exit code 1), so that a script notices.
