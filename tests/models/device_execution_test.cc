@@ -13,6 +13,8 @@
 #include "ferry/big_modeling/cpu_offload.h"
 #include "ferry/core/backend.h"
 #include "ferry/models/auto_model.h"
+#include "ferry/models/kv_cache.h"
+#include "ferry/ops/gather.h"
 #include "support/cuda_device.h"
 #include "support/hf_folder.h"
 
@@ -115,6 +117,58 @@ void run_cases(Device gpu, double rel_tol) {
   }
 }
 
+// Three sequences of 8, 3 and 1 prompt tokens in one KvCacheBatch per step, decoding greedily: each step's last
+// rows [3, V] on cpu.
+std::vector<Tensor> batched_greedy(CausalLM& model, int steps = 4) {
+  const std::vector<std::vector<int64_t>> prompts = {{3, 14, 15, 92, 65, 35, 89, 7}, {2, 71, 82}, {8}};
+  std::vector<std::shared_ptr<KvCache>> caches;
+  std::vector<int64_t> ids;
+  std::vector<KvCacheBatch::Sequence> seqs;
+  for (const auto& p : prompts) {
+    caches.push_back(model.make_cache());
+    ids.insert(ids.end(), p.begin(), p.end());
+    seqs.push_back({caches.back(), static_cast<int64_t>(p.size())});
+  }
+  std::vector<Tensor> out;
+  for (int step = 0; step < steps; ++step) {
+    Tensor logits = model.logits(Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())}), KvCacheBatch(seqs), 1)
+                        .to(Device::cpu());
+    out.push_back(logits);
+    ids = ops::argmax(logits).to_vector<int64_t>();
+    for (auto& s : seqs) s.tokens = 1;
+  }
+  return out;
+}
+
+// A batch on `gpu`, resident and with {device, cpu, disk}, against the batch on the cpu.
+void run_batch_cases(Device gpu, double rel_tol) {
+  for (const Arch& arch : archs()) {
+    SCOPED_TRACE(arch.name + " batched on " + gpu.str());
+    test::TempDir dir, offload("ferry-offload");
+    nn::manual_seed(9);
+    test::write_random_hf_folder(dir.path(), arch.config);
+    const std::vector<Tensor> want = batched_greedy(*AutoModelForCausalLM::from_pretrained(dir.path()));
+    DeviceMap map;
+    for (const auto& e : arch.first) map.set(e, gpu);
+    for (const auto& e : arch.rest) map.set(e, e != arch.rest.front() ? Device::disk() : Device::cpu());
+    for (const DeviceMap& m : {DeviceMap{{"", gpu}}, map}) {
+      const auto got = batched_greedy(*AutoModelForCausalLM::from_pretrained(
+          dir.path(), {.device_map = m, .offload_folder = offload.path(), .prefetch = 2}));
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(ops::argmax(got[i]).to_vector<int64_t>(), ops::argmax(want[i]).to_vector<int64_t>()) << i;
+        EXPECT_LE(test::max_abs_diff(got[i], want[i]), rel_tol * test::max_abs(want[i])) << "step " << i;
+      }
+    }
+  }
+}
+
+TEST(DeviceExecution, VirtualAcceleratorRunsBatchesAsTheCpu) {
+  enable_virtual_devices(VirtualDeviceOptions{});
+  run_batch_cases(Device::virt(0), 0.0);
+  disable_virtual_devices();
+}
+
 TEST(DeviceExecution, VirtualAcceleratorMatchesCpuBitForBit) {
   enable_virtual_devices(VirtualDeviceOptions{});
   run_cases(Device::virt(0), 0.0);
@@ -149,6 +203,11 @@ TEST(CudaExecution, DeviceMapsAndOffloadMatchTheCpu) {
   FERRY_REQUIRE_CUDA();
   // f32 weights (the tiny folders): GEMV/attention/norm sums in another order than the cpu: ~1e-6 relative.
   run_cases(Device::cuda(0), 1e-4);
+}
+
+TEST(CudaExecution, BatchesMatchTheCpu) {
+  FERRY_REQUIRE_CUDA();
+  run_batch_cases(Device::cuda(0), 1e-4);
 }
 
 TEST(CudaExecution, Bf16WeightsMatchTheCpu) {
