@@ -222,6 +222,45 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_k, DType::Q4_K)->Args({4096, 4096})->UseManualTime
 BENCHMARK_CAPTURE(BM_Gemv, q5_k, DType::Q5_K)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Gemv, q6_k, DType::Q6_K)->Args({4096, 4096})->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// ---- small batches (batched decode) --------------------------------------------------------------------------
+// M activation rows against one weight matrix, as a batched decode step runs every linear layer. The weights are
+// read once per call whatever M is, so in the memory-bound regime time should barely grow with M: the counter
+// rows_per_gemv_time says how many rows one call serves in the time of the one-row GEMV (ideal: M).
+void BM_SmallBatch(benchmark::State& state, DType dtype) {
+  const int64_t M = state.range(0), N = 4096, K = 4096;
+  const double bytes = double(N) * double(dtype_nbytes(dtype, K));
+  const int copies = std::max(2, static_cast<int>((double(256 << 20) + bytes - 1) / bytes));
+  std::vector<Tensor> weights;
+  for (int i = 0; i < copies; ++i) weights.push_back(random_tensor({N, K}, dtype, static_cast<uint64_t>(i)));
+  Tensor x = random_tensor({M, K}, DType::F32, 99), y = Tensor::empty({M, N}, DType::F32);
+  Tensor x1 = random_tensor({1, K}, DType::F32, 98), y1 = Tensor::empty({1, N}, DType::F32);
+  for (int w = 0; w < copies; ++w) ops::linear_into(x, weights[w], {}, y), ops::linear_into(x1, weights[w], {}, y1);
+  Passes batch, single;
+  int i = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    ops::linear_into(x1, weights[i++ % copies], {}, y1);
+    single.add(seconds_since(t0));
+    t0 = Clock::now();
+    ops::linear_into(x, weights[i++ % copies], {}, y);
+    const double t = seconds_since(t0);
+    state.SetIterationTime(t);
+    batch.add(t);
+  }
+  state.counters["GBps"] = batch.mean_rate(bytes / 1e9);
+  state.counters["rows_per_gemv_time"] = double(M) * batch.n / batch.total / (single.n / single.total);
+}
+BENCHMARK_CAPTURE(BM_SmallBatch, bf16, DType::BF16)->ArgName("M")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SmallBatch, f16, DType::F16)->ArgName("M")->Arg(4)->Arg(16)->Arg(64)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SmallBatch, f32, DType::F32)->ArgName("M")->Arg(4)->Arg(16)->Arg(32)->Arg(64)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SmallBatch, q8_0, DType::Q8_0)->ArgName("M")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SmallBatch, q4_k, DType::Q4_K)->ArgName("M")->Arg(4)->Arg(16)->Arg(64)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // ---- GEMM (prefill) -------------------------------------------------------------------------------------------
 
 constexpr int64_t kM = 512, kN = 4096, kK = 4096;

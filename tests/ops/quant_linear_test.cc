@@ -79,7 +79,7 @@ TEST(QuantLinear, GemvMatchesTheDequantizedWeightsOnEveryIsa) {
     const QuantWeight w = make_weight(dt, N, K, 11);
     const auto bias_v = optest::random_floats(N, 5);
     const Tensor bias = Tensor::from_vector(bias_v, {N});
-    for (int64_t M : {1, 2, 3, 4, 5, 8}) {
+    for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16}) {  // the AVX2 kernel takes 4 rows a call, AVX-512 8
       SCOPED_TRACE("rows " + std::to_string(M));
       const auto xv = optest::random_floats(M * K, 100 + static_cast<uint32_t>(M), -2.0f, 2.0f);
       const Tensor x = Tensor::from_vector(xv, {M, K});
@@ -109,7 +109,7 @@ TEST(QuantLinear, ActivationQuantizationErrorIsSmall) {
 }
 
 // Prefill-sized inputs: rows beyond one tile of 64 (and a tile ending in a partial group of four) give each row's
-// own result.
+// own result (AVX2: groups of four, AVX-512: of eight).
 TEST(QuantLinear, ManyRowsAreServedInTilesLikeOneRowAtATime) {
   const int64_t N = 24, K = 768, M = 70;  // K: three K-quant blocks
   const auto xv = optest::random_floats(M * K, 21);

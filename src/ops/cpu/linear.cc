@@ -1,7 +1,11 @@
 // ops::linear and ops::matmul on cpu: argument checks, then the choice of path (see linear_kernels.h):
 //   quantized weights      -> the quantized kernels (quant_kernels.h), integer dot products on 8-bit activations;
 //   one row of activations -> GEMV, every float weight dtype;
-//   several rows           -> the blocked GEMM, converting weight blocks as it goes.
+//   2 .. small_batch_max_rows rows, f32 / f16 / bf16 weights (batched decode)
+//                          -> the small-batch kernel: each weight row read once, dotted in registers with every row
+//                             (AVX-512: up to 64 rows for f16 / bf16, 32 for f32; AVX2 and scalar: 16; the measured
+//                             crossovers with the GEMM, docs/benchmarks.md "Small-batch linear");
+//   several rows otherwise -> the blocked GEMM, converting weight blocks as it goes.
 // OpenBLAS sgemm is not used for f32 weights: on the 2-core dev VM the blocked GEMM matched it at 512 × 4096 ×
 // 4096 (within noise, both ~50 GFLOP/s best-of-12 on 2 threads; OpenBLAS ~3% ahead on one idle core) and beat
 // it for few rows (64 rows: 41 vs 26 GFLOP/s), and OpenBLAS would bring a second spinning thread pool that
@@ -20,9 +24,12 @@ namespace ferry::ops {
 namespace cpu {
 
 const LinearKernels& linear_kernels(Isa isa) {
-  static const LinearKernels scalar_kernels{scalar::gemv, scalar::micro, scalar::pack_panel};
-  static const LinearKernels avx2_kernels{avx2::gemv, avx2::micro, avx2::pack_panel};
-  return isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
+  static const LinearKernels scalar_kernels{scalar::gemv, scalar::micro, scalar::pack_panel, scalar::small_batch, 0};
+  static const LinearKernels avx2_kernels{avx2::gemv, avx2::micro, avx2::pack_panel, avx2::small_batch,
+                                          avx2::kSmallBatchX};
+  static const LinearKernels avx512_kernels{avx2::gemv, avx2::micro, avx2::pack_panel, avx512::small_batch,
+                                            avx512::kSmallBatchX};
+  return isa >= Isa::AVX512 ? avx512_kernels : isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
 }
 
 }  // namespace cpu
@@ -79,6 +86,8 @@ void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, c
   const Isa isa = cpu_isa();
   if (is_quantized(weight.dtype())) return cpu::quant_gemv(isa, weight.dtype(), weight.raw_data(), N, K, rows, xp, bp, yp);
   if (rows == 1) return cpu::gemv(isa, weight.dtype(), weight.raw_data(), N, K, xp, bp, yp);
+  if (cpu::use_small_batch(isa, weight.dtype(), rows))
+    return cpu::small_batch(isa, weight.dtype(), weight.raw_data(), N, K, rows, xp, bp, yp);
   cpu::gemm(isa, rows, N, K, xp, cpu::GemmRhs{weight.dtype(), weight.raw_data(), true}, bp, yp);
 }
 

@@ -1,11 +1,17 @@
-// Kernels behind ops::linear and ops::matmul, one set per ISA (scalar in gemv.cc / gemm.cc, AVX2 in
-// gemv_avx2.cc / gemm_avx2.cc), chosen once per op call by linear_kernels().
+// Kernels behind ops::linear and ops::matmul, one set per ISA (scalar in gemv.cc / gemm.cc / small_batch.cc, AVX2 in
+// gemv_avx2.cc / gemm_avx2.cc / small_batch_avx2.cc, AVX-512 in small_batch_avx512.cc; an ISA without its own
+// version of a kernel runs the next lower one), chosen once per op call by linear_kernels().
 //
 // Legend: M = rows of the activations (tokens), N = output features, K = input features (the reduction).
 // GEMV (M == 1): each weight row is read once, converted in registers and dotted with x; a thread walks its rows
 // eight at a time so eight row streams are in flight (one stream per thread does not saturate memory).
-// GEMM (M > 1): the blocked loop of gemm.cc packs x into MR-row panels and, per thread, converts a weight block
-// into NR-column f32 panels, then runs the MR × NR register-blocked microkernel over them.
+// Small batch (2 <= M <= small_batch_max_rows, f32 / f16 / bf16 weights; batched decode): dot-product form. A thread
+// takes blocks of R weight rows (AVX-512: 4, AVX2: 2); for each tile of up to 6 activation rows it walks K, converts
+// the R weight vectors of a step in registers and FMAs each with the tile's x vectors into R × 6 accumulators. Each
+// weight row is read from memory once per call; the block stays in L1/L2 across the M tiles. Where the GEMV is
+// memory-bound this is too (small M), and at larger M it runs at the FMA rate with no packing pass.
+// GEMM (M > 1 otherwise): the blocked loop of gemm.cc packs x into MR-row panels and, per thread, converts a weight
+// block into NR-column f32 panels, then runs the MR × NR register-blocked microkernel over them.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +27,18 @@ inline constexpr int64_t kKC = 256;  // reduction block: an NR × KC f32 weight 
 inline constexpr int64_t kNC = 64;   // output features per task: a KC × NC packed weight block is 64 KiB (L2)
 inline constexpr int64_t kMC = 288;  // activation rows per pass: each weight block is converted once per pass
 
+/// Rows of activations up to which ops::linear takes the small-batch kernel rather than the GEMM, the measured
+/// crossovers (docs/benchmarks.md): with AVX-512, kSmallBatchMaxRows for f16 / bf16 weights and
+/// kSmallBatchMaxRowsF32 for f32 (an R-row block of f32 weights, 4 × 16 KiB at K = 4096, no longer stays in L1 beside
+/// the x tile, so every step reads both from L2 while the GEMM's packed panels stay in L1); with AVX2 (and scalar)
+/// kSmallBatchMaxRowsAvx2 for all three (R = 2 rows per block read twice the x bytes per FMA, which L2 cannot feed
+/// once M · K · 4 bytes outgrow it).
+inline constexpr int64_t kSmallBatchMaxRows = 64;
+inline constexpr int64_t kSmallBatchMaxRowsF32 = 32;
+inline constexpr int64_t kSmallBatchMaxRowsAvx2 = 16;
+/// Activation rows per register tile of the small-batch kernels (AVX-512 and AVX2).
+inline constexpr int kSmallBatchRowTile = 6;
+
 struct LinearKernels {
   /// y[n] = dot(w[n, :K], x) (+ bias[n] when bias != nullptr) for n in [n0, n1). w: rows of dtype wt.
   void (*gemv)(DType wt, const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n0,
@@ -32,6 +50,15 @@ struct LinearKernels {
   /// Packs weight rows [n0, n0 + rows) (rows ≤ kNR) × columns [k0, k0 + kc) of w ([N, K], dtype wt) as f32 into
   /// panel[k * kNR + j]; columns j ≥ rows are zero.
   void (*pack_panel)(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel);
+  /// y[m · ldy + n] = dot(w[n, :K], x_m) (+ bias[n]) for n in [n0, n1), m < M; x_m = x + m · K. w: rows of dtype wt
+  /// (f32, f16 or bf16). For bf16 weights x must be arranged as bf16_x_block says.
+  void (*small_batch)(DType wt, const void* w, int64_t K, const float* x, int64_t M, const float* bias, float* y,
+                      int64_t ldy, int64_t n0, int64_t n1);
+  /// 0, or the block B (16 or 32) in which the small-batch kernel wants x for bf16 weights: within each whole block
+  /// of B elements of a row, the even-indexed elements first, then the odd ones ([x0 x2 .. x_{B-2} | x1 x3 ..]); the
+  /// elements past the last whole block as they are. (It reads B bf16 as B/2 32-bit words, whose low halves are the
+  /// even elements and high halves the odd ones: one shift or one mask each gives f32, with no shuffles.)
+  int bf16_x_block;
 };
 
 const LinearKernels& linear_kernels(Isa isa);
@@ -41,13 +68,23 @@ void gemv(DType wt, const void* w, int64_t K, const float* x, const float* bias,
 void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, bool accumulate,
            const float* bias);
 void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel);
+void small_batch(DType wt, const void* w, int64_t K, const float* x, int64_t M, const float* bias, float* y,
+                 int64_t ldy, int64_t n0, int64_t n1);
 }  // namespace scalar
 namespace avx2 {
 void gemv(DType wt, const void* w, int64_t K, const float* x, const float* bias, float* y, int64_t n0, int64_t n1);
 void micro(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, bool accumulate,
            const float* bias);
 void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, float* panel);
+void small_batch(DType wt, const void* w, int64_t K, const float* x, int64_t M, const float* bias, float* y,
+                 int64_t ldy, int64_t n0, int64_t n1);
+inline constexpr int kSmallBatchX = 16;  // bf16_x_block of the AVX2 small-batch kernel
 }  // namespace avx2
+namespace avx512 {
+void small_batch(DType wt, const void* w, int64_t K, const float* x, int64_t M, const float* bias, float* y,
+                 int64_t ldy, int64_t n0, int64_t n1);
+inline constexpr int kSmallBatchX = 32;
+}  // namespace avx512
 
 /// Where the GEMM's right-hand side comes from: weight rows [N, K] of any linear dtype (linear), or a row-major
 /// f32 matrix [K, N] (matmul).
@@ -61,6 +98,14 @@ struct GemmRhs {
 void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRhs& rhs, const float* bias, float* y);
 /// y[N] = w[N, K] · x[K] (+ bias), multi-threaded.
 void gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, const float* x, const float* bias, float* y);
+/// Whether ops::linear of M rows against weights of dtype wt on `isa` takes small_batch (f32 / f16 / bf16, 2 <= M <=
+/// small_batch_max_rows).
+int64_t small_batch_max_rows(Isa isa, DType wt);
+bool use_small_batch(Isa isa, DType wt, int64_t M);
+/// y[M, N] = x[M, K] · wᵀ (+ bias) through the small-batch kernel of `isa`, multi-threaded. Any M works (tests);
+/// ops::linear sends it what use_small_batch accepts.
+void small_batch(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
+                 float* y);
 
 /// True when ferry_ops was linked with OpenBLAS (FERRY_HAVE_BLAS).
 bool have_blas() noexcept;

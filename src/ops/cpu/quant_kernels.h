@@ -57,10 +57,12 @@ struct QuantKernels {
   /// x[K] (K a multiple of 32, resp. 256) -> K / 32 QBlock8, resp. K / 256 QBlockK. Every ISA gives the same bytes.
   void (*quantize_x)(const float* x, int64_t K, QBlock8* out);
   void (*quantize_x_k)(const float* x, int64_t K, QBlockK* out);
-  /// y[m · ldy + n] = Σ_k w[n, k] · x_m[k] (+ bias[n]) for n in [n0, n1) and m < M (M ≤ 4), where w holds rows of
+  /// y[m · ldy + n] = Σ_k w[n, k] · x_m[k] (+ bias[n]) for n in [n0, n1) and m < M (M ≤ max_rows), where w holds rows of
   /// dtype wt and x_m is row m of xq: K / 32 QBlock8 or, for the K-quants, K / 256 QBlockK, rows back to back.
   void (*gemv)(DType wt, const void* w, int64_t K, const void* xq, int M, const float* bias, float* y, int64_t ldy,
                int64_t n0, int64_t n1);
+  /// Activation rows one gemv call serves per decoded weight group: 4 (scalar, AVX2) or 8 (AVX-512, 32 registers).
+  int max_rows;
 };
 
 const QuantKernels& quant_kernels(Isa isa);

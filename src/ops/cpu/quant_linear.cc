@@ -170,9 +170,9 @@ void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const floa
 }  // namespace scalar
 
 const QuantKernels& quant_kernels(Isa isa) {
-  static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::quantize_x_k, scalar::qgemv};
-  static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::quantize_x_k, avx2::qgemv};
-  static const QuantKernels avx512_kernels{avx2::quantize_x, avx2::quantize_x_k, avx512::qgemv};
+  static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::quantize_x_k, scalar::qgemv, 4};
+  static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::quantize_x_k, avx2::qgemv, 4};
+  static const QuantKernels avx512_kernels{avx2::quantize_x, avx2::quantize_x_k, avx512::qgemv, 8};
   return isa >= Isa::AVX512 ? avx512_kernels : isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
 }
 
@@ -193,7 +193,7 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
   });
   // Activation rows go in tiles of kQuantRowTile (their blocks stay in L2 while every weight row streams past);
   // weight rows in groups of 8, chunks of at least ~64 KiB of weights; within a group each activation row of the
-  // tile is served, four at a time, while the weight rows are in L1.
+  // tile is served, max_rows (4 or 8) at a time, while the weight rows are in L1/L2.
   constexpr int64_t kGroup = 8;
   const auto row_bytes = static_cast<int64_t>(std::max<std::size_t>(1, dtype_nbytes(wt, K)));
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
@@ -202,9 +202,9 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
     parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t n0 = g * kGroup, n1 = std::min(n0 + kGroup, N);
-        for (int64_t m = t0; m < t1; m += 4)
+        for (int64_t m = t0; m < t1; m += kern.max_rows)
           kern.gemv(wt, w, K, xq.data() + static_cast<std::size_t>(m) * row_size,
-                    static_cast<int>(std::min<int64_t>(4, t1 - m)), bias, y + m * N, N, n0, n1);
+                    static_cast<int>(std::min<int64_t>(kern.max_rows, t1 - m)), bias, y + m * N, N, n0, n1);
       }
     });
   }

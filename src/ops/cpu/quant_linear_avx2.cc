@@ -4,6 +4,7 @@
 
 #define FERRY_QUANT_NS avx2
 #define FERRY_QUANT_VNNI 0
+#define FERRY_QUANT_MAX_ROWS 4
 #include "quant_simd.h"
 
 namespace ferry::ops::cpu::avx2 {

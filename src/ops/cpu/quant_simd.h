@@ -7,10 +7,14 @@
 // Per 32-element weight group the row loops below unpack the levels into 32 unsigned bytes (for q8_0: their
 // magnitudes, the signs moving onto x with vpsignb) and call step(), which does the integer dot product against
 // each activation row's block and accumulates d_x · a · dot in a vector and d_x · c · Σx_q in a scalar.
+//
+// One call serves up to FERRY_QUANT_MAX_ROWS activation rows per decoded weight group: 4 with AVX2's 16 vector
+// registers (2 × 4 accumulators plus the decoded group and temporaries), 8 with AVX-512's 32 (the same 256-bit
+// code, EVEX-encoded, reaches ymm16-31). Twice the rows halve the decoding and the weight loads per row.
 #pragma once
 
-#if !defined(FERRY_QUANT_NS) || !defined(FERRY_QUANT_VNNI)
-#error "define FERRY_QUANT_NS and FERRY_QUANT_VNNI before including quant_simd.h"
+#if !defined(FERRY_QUANT_NS) || !defined(FERRY_QUANT_VNNI) || !defined(FERRY_QUANT_MAX_ROWS)
+#error "define FERRY_QUANT_NS, FERRY_QUANT_VNNI and FERRY_QUANT_MAX_ROWS before including quant_simd.h"
 #endif
 
 #include <immintrin.h>
@@ -337,7 +341,15 @@ void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const floa
     case 1: return rows<1>(wt, w, K, xq, bias, y, ldy, n0, n1);
     case 2: return rows<2>(wt, w, K, xq, bias, y, ldy, n0, n1);
     case 3: return rows<3>(wt, w, K, xq, bias, y, ldy, n0, n1);
+#if FERRY_QUANT_MAX_ROWS >= 8
+    case 4: return rows<4>(wt, w, K, xq, bias, y, ldy, n0, n1);
+    case 5: return rows<5>(wt, w, K, xq, bias, y, ldy, n0, n1);
+    case 6: return rows<6>(wt, w, K, xq, bias, y, ldy, n0, n1);
+    case 7: return rows<7>(wt, w, K, xq, bias, y, ldy, n0, n1);
+    default: return rows<8>(wt, w, K, xq, bias, y, ldy, n0, n1);
+#else
     default: return rows<4>(wt, w, K, xq, bias, y, ldy, n0, n1);
+#endif
   }
 }
 
