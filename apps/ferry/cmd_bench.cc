@@ -78,6 +78,9 @@ void add_bench_command(CLI::App& app) {
       int64_t batch = 1;
     };
     std::vector<Row> rows;
+    // One untimed forward first, as llama-bench warms up: the first touch of mmap'd weights (page faults, or disk
+    // reads into the page cache) and of the allocator's pools is a load cost, not throughput.
+    model.logits(random_ids(1, vocab, 7), model.make_cache(), 1).to(Device::cpu());
     if (o->pp > 0) {
       std::vector<double> tps;
       for (int64_t r = 0; r < o->reps; ++r) {
