@@ -18,6 +18,7 @@
 #include "ferry/big_modeling/quantize.h"
 #include "ferry/core/quant.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/models/t5.h"
 #include "ferry/nn/module_tensors.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gptj.h"
@@ -84,20 +85,20 @@ std::vector<std::string> truly_missing(const nn::Module& model, const std::vecto
 // must come before dispatch_model: a missing weight is otherwise reported as an obscure meta-device error there.)
 // Returns how the disk part is read (Mmap when there is none).
 // from_pretrained's keywords as the planner's: max_memory, no_split_module_classes (default: the block class).
-PlanOptions plan_options(const CausalLM& model, const FromPretrainedOptions& options) {
+PlanOptions plan_options(const std::string& block_class, const FromPretrainedOptions& options) {
   PlanOptions plan;
   plan.max_memory = options.max_memory;
   plan.no_split_module_classes = options.no_split_module_classes;
-  if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {model.info().block_class};
+  if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {block_class};
   return plan;
 }
 
-io::OffloadIo load_and_dispatch(CausalLM& model, const std::filesystem::path& folder,
+io::OffloadIo load_and_dispatch(nn::Module& model, const std::string& block_class, const std::filesystem::path& folder,
                                 const FromPretrainedOptions& options, DType dtype) {
   DeviceMap map;
   OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    PlanOptions plan = plan_options(model, options);
+    PlanOptions plan = plan_options(block_class, options);
     plan.dtype = dtype;
     // Direct disk reads: the staging pool is reserved from the cpu budget (unless the caller brings a reader).
     OffloadPlan planned = plan_with_offload_io(model, parse_device_map_mode(*mode), plan,
@@ -159,7 +160,8 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   if (is_resident_cpu_map(options.device_map)) return model;
   DeviceMap map;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(*model, options), io::OffloadIo::Mmap,
+    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(model->info().block_class, options),
+                               io::OffloadIo::Mmap,
                                options.prefetch)
               .device_map;
   } else {
@@ -205,6 +207,23 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   dispatch.prefetch = options.prefetch;
   dispatch_model(*model, map, dispatch);
   return model;
+}
+
+// The rest of from_pretrained once the skeleton exists: load resident, or plan + load + dispatch; then the cpu
+// weights' storage (views or copies) and mlock.
+void finish_loading(nn::Module& model, const std::string& block_class, const std::string& base_model_prefix,
+                    const std::filesystem::path& folder, const io::CheckpointFiles& files,
+                    const FromPretrainedOptions& options, DType dtype) {
+  if (options.quantize) quantize_weights(model, *options.quantize);  // loading quantizes each weight as it arrives
+  io::OffloadIo disk_io = io::OffloadIo::Mmap;
+  if (is_resident_cpu_map(options.device_map)) detail::load_resident_weights(model, base_model_prefix, files, options.on_progress);
+  else disk_io = load_and_dispatch(model, block_class, folder, options, dtype);
+  // cpu-placed weights: views of the checkpoint, or copies the kernel cannot drop when RAM is short.
+  if (!options.use_mmap.value_or(disk_io != io::OffloadIo::Direct)) copy_mapped_weights(model);
+  if (options.mlock) {
+    const LockReport r = lock_weights_in_ram(model);
+    if (!r.error.empty()) log_warning("{}: {}", folder.string(), r.error);
+  }
 }
 
 }  // namespace
@@ -270,16 +289,39 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
     auto guard = nn::init_empty_weights();
     model = from_config(config, dtype);
   }
-  if (options.quantize) quantize_weights(*model, *options.quantize);  // loading quantizes each weight as it arrives
-  io::OffloadIo disk_io = io::OffloadIo::Mmap;
-  if (is_resident_cpu_map(options.device_map)) detail::load_resident_weights(*model, files, options.on_progress);
-  else disk_io = load_and_dispatch(*model, folder, options, dtype);
-  // cpu-placed weights: views of the checkpoint, or copies the kernel cannot drop when RAM is short.
-  if (!options.use_mmap.value_or(disk_io != io::OffloadIo::Direct)) copy_mapped_weights(*model);
-  if (options.mlock) {
-    const LockReport r = lock_weights_in_ram(*model);
-    if (!r.error.empty()) log_warning("{}: {}", folder.string(), r.error);
+  finish_loading(*model, model->info().block_class, model->info().base_model_prefix, folder, files, options, dtype);
+  return model;
+}
+
+bool is_seq2seq_config(const ConfigJson& config) {
+  const std::string type = config.model_type();
+  const std::optional<std::string> arch = config.architecture();
+  return type == "t5" || type == "mt5" ||
+         (arch && (*arch == "T5ForConditionalGeneration" || *arch == "MT5ForConditionalGeneration"));
+}
+
+std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_config(const ConfigJson& config, DType dtype) {
+  if (!is_seq2seq_config(config))
+    config.fail("not an encoder-decoder model ferry implements: model_type \"" + config.model_type() + "\"",
+                "AutoModelForSeq2SeqLM loads T5ForConditionalGeneration and MT5ForConditionalGeneration (model_type "
+                "t5, mt5); decoder-only models load with AutoModelForCausalLM");
+  try {
+    return make_t5(config, dtype);
+  } catch (const Error& e) {
+    throw e.with_context("T5ForConditionalGeneration");
   }
+}
+
+std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_pretrained(const std::filesystem::path& folder,
+                                                                  const FromPretrainedOptions& options) {
+  const ConfigJson config = ConfigJson::read(folder);
+  const DType dtype = resolve_dtype(config, options.dtype);
+  std::shared_ptr<Seq2SeqLM> model = [&] {
+    auto guard = nn::init_empty_weights();
+    return from_config(config, dtype);
+  }();
+  const io::CheckpointFiles files = io::get_checkpoint_shard_files(folder);
+  finish_loading(*model, model->info().block_class, "", folder, files, options, dtype);
   return model;
 }
 

@@ -16,7 +16,9 @@ namespace {
 // Buffers that older checkpoints saved and today's transformers drops on load (its
 // _keys_to_ignore_on_load_unexpected): GPT-2 / GPT-J causal-mask buffers, Llama's per-layer rotary inv_freq.
 bool is_stale_buffer(std::string_view key) {
-  for (std::string_view suffix : {".attn.bias", ".attn.masked_bias", "crossattention.bias", "rotary_emb.inv_freq"}) {
+  // (and T5's decoder cross-attention bias, which transformers never builds)
+  for (std::string_view suffix : {".attn.bias", ".attn.masked_bias", "crossattention.bias", "rotary_emb.inv_freq",
+                                  "EncDecAttention.relative_attention_bias.weight"}) {
     if (key.size() >= suffix.size() && key.substr(key.size() - suffix.size()) == suffix) return true;
   }
   return key == "attn.bias" || key == "attn.masked_bias";
@@ -24,15 +26,17 @@ bool is_stale_buffer(std::string_view key) {
 
 }  // namespace
 
-ResidentLoader::ResidentLoader(CausalLM& model)
-    : model_(model), prefix_(model.info().base_model_prefix + ".") {
+ResidentLoader::ResidentLoader(CausalLM& model) : ResidentLoader(model, model.info().base_model_prefix) {}
+
+ResidentLoader::ResidentLoader(nn::Module& model, const std::string& base_model_prefix)
+    : model_(model), prefix_(base_model_prefix.empty() ? "" : base_model_prefix + ".") {
   for (const auto& [name, tensor] : model.state_dict()) expected_.insert(name);
 }
 
 void ResidentLoader::place(const std::string& key, const Tensor& value, const std::string& where) {
   std::string name = key;
   // A checkpoint of the bare base model (GPT2Model) names "h.0..." what the LM head model calls "transformer.h.0...".
-  if (!expected_.count(name) && expected_.count(prefix_ + key)) name = prefix_ + key;
+  if (!expected_.count(name) && !prefix_.empty() && expected_.count(prefix_ + key)) name = prefix_ + key;
   if (!expected_.count(name)) {
     if (!is_stale_buffer(key)) unexpected_.push_back(key);
     return;
@@ -61,7 +65,12 @@ void ResidentLoader::finish(const std::string& source, const std::string& hint) 
 }
 
 void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files, const LoadProgressCallback& on_progress) {
-  ResidentLoader loader(model);
+  load_resident_weights(model, model.info().base_model_prefix, files, on_progress);
+}
+
+void load_resident_weights(nn::Module& model, const std::string& base_model_prefix, const io::CheckpointFiles& files,
+                           const LoadProgressCallback& on_progress) {
+  ResidentLoader loader(model, base_model_prefix);
   LoadProgress progress;
   progress.shard_count = files.shards.size();
   if (on_progress)

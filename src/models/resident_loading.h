@@ -21,6 +21,8 @@ namespace ferry::models::detail {
 class ResidentLoader {
  public:
   explicit ResidentLoader(CausalLM& model);
+  /// Any model whose bare base model's keys lack `base_model_prefix` ("transformer", "model"; "" for none).
+  ResidentLoader(nn::Module& model, const std::string& base_model_prefix);
   /// Sets the tensor `key` names to `value` (cast to the skeleton's dtype). `where` names the source in errors
   /// (a shard, a GGUF file). Throws ferry::Error naming key and source for a shape mismatch.
   void place(const std::string& key, const Tensor& value, const std::string& where);
@@ -29,7 +31,7 @@ class ResidentLoader {
   void finish(const std::string& source, const std::string& hint) const;
 
  private:
-  CausalLM& model_;
+  nn::Module& model_;
   std::string prefix_;
   std::unordered_set<std::string> expected_;  // parameters and persistent buffers, tied ones under every name
   std::vector<std::string> unexpected_;
@@ -41,6 +43,8 @@ class ResidentLoader {
 /// GPT2LMHeadModel) are matched with it. Throws ferry::Error naming tensor and shard for a shape mismatch, and
 /// listing every tensor still missing at the end; warns once about unexpected tensors.
 void load_resident_weights(CausalLM& model, const io::CheckpointFiles& files,
+                           const LoadProgressCallback& on_progress = {});
+void load_resident_weights(nn::Module& model, const std::string& base_model_prefix, const io::CheckpointFiles& files,
                            const LoadProgressCallback& on_progress = {});
 
 }  // namespace ferry::models::detail

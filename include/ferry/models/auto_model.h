@@ -20,6 +20,7 @@
 #include "ferry/big_modeling/max_memory.h"  // MaxMemory
 #include "ferry/core/dtype.h"
 #include "ferry/models/causal_lm.h"
+#include "ferry/models/seq2seq_lm.h"
 #include "ferry/models/config.h"
 
 namespace ferry::models {
@@ -93,6 +94,22 @@ class AutoModelForCausalLM {
   /// HF: AutoModelForCausalLM.from_config
   static std::shared_ptr<CausalLM> from_config(const ConfigJson& config, DType dtype = DType::F32);
 };
+
+/// transformers' AutoModelForSeq2SeqLM: encoder-decoder models — T5ForConditionalGeneration (T5 v1.0, v1.1, T0pp,
+/// Flan-T5) and MT5ForConditionalGeneration (t5.h). The same options, plans, offload and prefetch as
+/// AutoModelForCausalLM; no_split_module_classes defaults to T5Block.
+///   auto t0 = AutoModelForSeq2SeqLM::from_pretrained("T0pp", {.device_map = std::string("auto"), .dtype = DType::F16});
+///   Tensor enc = t0->encode(input_ids);
+class AutoModelForSeq2SeqLM {
+ public:
+  static std::shared_ptr<Seq2SeqLM> from_pretrained(const std::filesystem::path& folder,
+                                                   const FromPretrainedOptions& options = {});
+  static std::shared_ptr<Seq2SeqLM> from_config(const ConfigJson& config, DType dtype = DType::F32);
+};
+
+/// True when config.json names an encoder-decoder model ferry implements (model_type t5 or mt5, or a
+/// *ForConditionalGeneration architecture of them).
+bool is_seq2seq_config(const ConfigJson& config);
 
 /// The architecture to build for `config`: architectures[0] when ferry implements it; otherwise model_type's causal
 /// LM (transformers' AutoModelForCausalLM also goes by model_type, so ["LlamaModel"] + "llama" loads

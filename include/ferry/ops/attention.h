@@ -18,3 +18,16 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_of
                  int64_t sliding_window = 0);
 
 }  // namespace ferry::ops
+
+namespace ferry::ops {
+
+/// Attention with an additive bias on the scores, as T5 computes it (its relative position bias takes the place
+/// of rotary or absolute positions, and T5 does not scale q·k: scale = 1). q: [T, H, D] f32; k: [S, H, D], v:
+/// [S, H, Dv] (f32, f16 or bf16; the same number of heads as q); bias: [H, T, S] f32 added to scale · q·k, or
+/// undefined for none (T5's cross-attention). causal: query t sits at position q_offset + t and sees keys
+/// 0 .. q_offset + t (S ≥ q_offset + T); otherwise every query sees all S keys. Softmax in f32. Returns [T, H, Dv]
+/// f32. CPU only for now: tensors on an accelerator are a ferry::Error saying so.
+Tensor attention_with_bias(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, int64_t q_offset,
+                           bool causal, float scale = 1.0f);
+
+}  // namespace ferry::ops

@@ -1,0 +1,82 @@
+// Seq2SeqLM: what every encoder-decoder language model in ferry offers (transformers' *ForConditionalGeneration
+// loaded by AutoModelForSeq2SeqLM) — the encoder run once over the input, the decoder run per generated token
+// against its own KV cache and the encoder's keys/values (computed once per sequence and kept in the cache).
+//
+// Legend: S = input (encoder) tokens, T = new decoder tokens, C = d_model, V = vocab size.
+//
+// Forward contract (HF names; call through operator() so hooks run):
+//   "input_ids":          i64 [S] — the encoder's input; runs the encoder (unless "encoder_outputs" is given)
+//   "encoder_outputs":    f32 [S, C] — the encoder's last hidden state from an earlier forward (or encode())
+//   "decoder_input_ids":  i64 [T] — the new decoder tokens (the first forward: decoder_start_token_id)
+//   "past_key_values":    an EncoderDecoderCache Value (cache_value(cache)); without one a fresh cache is used
+//   "logits_to_keep":     int; 0 = logits for every decoder position, n = the last n
+// returns Dict{"logits": f32 [T', V], "encoder_last_hidden_state": [S, C], "past_key_values": the cache}.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ferry/models/kv_cache.h"
+#include "ferry/nn/module.h"
+
+namespace ferry::models {
+
+/// transformers' EncoderDecoderCache: the decoder's self-attention KvCache plus, per decoder layer, the keys and
+/// values of the encoder output (cross-attention), computed at the first forward and reused after.
+class EncoderDecoderCache {
+ public:
+  explicit EncoderDecoderCache(int64_t num_decoder_layers);
+  KvCache& self_attention() noexcept { return self_; }
+  /// The cross-attention keys and values of `layer` ([S, H, D] each), or a pair of undefined tensors before the
+  /// first forward computed them.
+  const std::pair<Tensor, Tensor>& cross(int64_t layer) const;
+  void set_cross(int64_t layer, Tensor keys, Tensor values);
+  /// Decoder tokens held (the self-attention cache's length).
+  int64_t seq_length() const { return self_.seq_length(); }
+
+ private:
+  KvCache self_;
+  std::vector<std::pair<Tensor, Tensor>> cross_;
+};
+
+nn::Value cache_value(std::shared_ptr<EncoderDecoderCache> cache);
+/// The EncoderDecoderCache given as "past_key_values", or nullptr when none was given; ferry::Error when the
+/// argument holds something else.
+std::shared_ptr<EncoderDecoderCache> encoder_decoder_cache_from_args(const nn::Args& args, std::string_view where);
+
+struct Seq2SeqLMInfo {
+  std::string architecture;  // "T5ForConditionalGeneration"
+  std::string model_type;    // "t5", "mt5", "umt5"
+  std::string block_class;   // "T5Block": the default no_split_module_classes entry
+  int64_t num_layers = 0, num_decoder_layers = 0;
+  int64_t d_model = 0, vocab_size = 0, num_heads = 0, d_kv = 0;
+  int64_t decoder_start_token_id = 0;
+  std::vector<int64_t> eos_token_ids;
+};
+
+class Seq2SeqLM : public nn::Module {
+ public:
+  const Seq2SeqLMInfo& info() const noexcept { return info_; }
+  std::shared_ptr<EncoderDecoderCache> make_cache() const {
+    return std::make_shared<EncoderDecoderCache>(info_.num_decoder_layers);
+  }
+  /// The encoder's last hidden state for input_ids [S] → f32 [S, C], through the model's forward (hooks run).
+  Tensor encode(const Tensor& input_ids);
+  /// Decoder logits for decoder_ids [T] given the encoder output; the cache keeps both attentions' keys/values.
+  ///   Tensor enc = model->encode(ids);
+  ///   auto cache = model->make_cache();
+  ///   Tensor logits = model->decode(start_ids, enc, cache, 1);   // [1, V]
+  Tensor decode(const Tensor& decoder_ids, const Tensor& encoder_outputs,
+                const std::shared_ptr<EncoderDecoderCache>& cache, int64_t logits_to_keep = 0);
+
+ protected:
+  explicit Seq2SeqLM(Seq2SeqLMInfo info) : info_(std::move(info)) {}
+
+ private:
+  Seq2SeqLMInfo info_;
+};
+
+}  // namespace ferry::models

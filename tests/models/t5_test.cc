@@ -1,0 +1,140 @@
+// T5 against transformers (tests/reference/hf_t5_reference.py writes random folders with save_pretrained and their
+// golden logits): T5 v1.0 (relu, tied head, scaled output), v1.1 (gated-gelu, untied head), MT5, in f32 and bf16 —
+// the encoder output and greedy decoding step by step with the cache, resident and with {cpu, disk} device maps.
+// Also: the relative position buckets, and bad configs as errors naming the key. Needs the reference venv for the
+// oracle cases (skipped with that hint otherwise).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ferry/core/error.h"
+#include "ferry/io/safetensors.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/models/t5.h"
+#include "ferry/ops/gather.h"
+#include "support/hf_folder.h"
+
+namespace ferry::models {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class T5Reference : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    python_ = test::reference_python(FERRY_SOURCE_DIR);
+    if (!python_) return;
+    root_ = std::make_unique<test::TempDir>("ferry-t5");
+    error_ = test::run_reference_script(*python_, "hf_t5_reference.py", {root_->path().string()},
+                                        root_->path() / "log.txt");
+  }
+  static void TearDownTestSuite() { root_.reset(); }
+  void SetUp() override {
+    if (!python_) GTEST_SKIP() << "no reference python: run scripts/venv, or set FERRY_PYTHON, to compare with transformers";
+    ASSERT_TRUE(error_.empty()) << error_;
+  }
+
+  // Encoder output and each decode step's logits against the golden file; returns the largest |Δ| / max |logit|.
+  static double check(Seq2SeqLM& model, const std::string& name, double tolerance, const std::string& label) {
+    const io::StateDict golden = io::load_safetensors(root_->path() / (name + ".golden.safetensors"));
+    const Tensor enc = model.encode(golden.at("input_ids")).to(Device::cpu());
+    EXPECT_LE(test::max_abs_diff(enc, golden.at("encoder")), tolerance * std::max(1.0, test::max_abs(golden.at("encoder"))))
+        << label << ": encoder";
+    auto cache = model.make_cache();
+    const std::vector<int64_t> fed = golden.at("decoder_ids").to_vector<int64_t>();
+    const Tensor& want = golden.at("logits");
+    double worst = 0;
+    for (std::size_t i = 0; i < fed.size(); ++i) {
+      const auto row = static_cast<int64_t>(i);
+      Tensor logits = model.decode(Tensor::from_vector(std::vector<int64_t>{fed[i]}, {1}), enc, cache, 1)
+                          .to(Device::cpu());
+      const Tensor w = want.slice(row, row + 1);
+      const double d = test::max_abs_diff(logits, w) / std::max(1e-30, test::max_abs(w));
+      worst = std::max(worst, d);
+      EXPECT_LE(d, tolerance) << label << ": step " << i;
+      if (i + 1 < fed.size()) {
+        EXPECT_EQ(ops::argmax(logits).to_vector<int64_t>()[0], fed[i + 1]) << label << ": greedy step " << i;
+      }
+    }
+    return worst;
+  }
+
+  static inline std::optional<fs::path> python_;
+  static inline std::unique_ptr<test::TempDir> root_;
+  static inline std::string error_;
+};
+
+TEST_F(T5Reference, EveryVariantMatchesTransformersResidentAndOffloaded) {
+  for (const std::string name : {"t5_v10", "t5_v11", "mt5", "t5_v11_bf16"}) {
+    const fs::path folder = root_->path() / name;
+    // bf16 weights: transformers was run with them upcast to f32, which is what ferry computes.
+    const double tol = name.find("bf16") != std::string::npos ? 1e-4 : 1e-5;
+    auto model = AutoModelForSeq2SeqLM::from_pretrained(folder);
+    EXPECT_EQ(model->info().block_class, "T5Block");
+    const double resident = check(*model, name, tol, name + " resident");
+    test::TempDir offload("ferry-offload");
+    DeviceMap map{{"shared", Device::cpu()},
+                  {"encoder.embed_tokens", Device::cpu()},
+                  {"encoder.block", Device::disk()},
+                  {"encoder.final_layer_norm", Device::cpu()},
+                  {"encoder.dropout", Device::cpu()},
+                  {"decoder.embed_tokens", Device::cpu()},
+                  {"decoder.block.0", Device::cpu()},
+                  {"decoder.block.1", Device::disk()},
+                  {"decoder.block.2", Device::disk()},
+                  {"decoder.final_layer_norm", Device::cpu()},
+                  {"decoder.dropout", Device::cpu()},
+                  {"lm_head", Device::cpu()}};
+    auto offloaded = AutoModelForSeq2SeqLM::from_pretrained(folder, {.device_map = map, .offload_folder = offload.path()});
+    const double disk = check(*offloaded, name, tol, name + " {cpu, disk}");
+    std::printf("[ oracle   ] %s: max |Δlogit| / max |logit| resident %.2e, {cpu, disk} %.2e\n", name.c_str(), resident,
+                disk);
+  }
+}
+
+TEST_F(T5Reference, AutoPlansWithT5BlocksAndGeneratesTheSame) {
+  const fs::path folder = root_->path() / "t5_v11";
+  auto model = AutoModelForSeq2SeqLM::from_pretrained(
+      folder, {.device_map = std::string("auto"), .max_memory = MaxMemory::from_flag("cpu=60KB")});
+  check(*model, "t5_v11", 1e-5, "auto with cpu=60KB");
+}
+
+TEST(T5, RelativePositionBucketsAreTransformers) {
+  // Values from transformers' T5Attention._relative_position_bucket (32 buckets, max distance 128).
+  EXPECT_EQ(t5_relative_position_bucket(0, true, 32, 128), 0);
+  EXPECT_EQ(t5_relative_position_bucket(3, true, 32, 128), 19);
+  EXPECT_EQ(t5_relative_position_bucket(-3, true, 32, 128), 3);
+  EXPECT_EQ(t5_relative_position_bucket(-20, true, 32, 128), 10);
+  EXPECT_EQ(t5_relative_position_bucket(200, true, 32, 128), 31);
+  EXPECT_EQ(t5_relative_position_bucket(-200, true, 32, 128), 15);
+  EXPECT_EQ(t5_relative_position_bucket(5, false, 32, 128), 0);  // the future is bucket 0 for a causal decoder
+  EXPECT_EQ(t5_relative_position_bucket(-5, false, 32, 128), 5);
+  EXPECT_EQ(t5_relative_position_bucket(-40, false, 32, 128), 23);
+  EXPECT_EQ(t5_relative_position_bucket(-1000, false, 32, 128), 31);
+}
+
+TEST(T5, BadConfigsNameTheKey) {
+  auto fails = [](nlohmann::json j) {
+    j["model_type"] = "t5";
+    try {
+      AutoModelForSeq2SeqLM::from_config(ConfigJson::from_json(j));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(fails({{"relative_attention_num_buckets", 0}}), HasSubstr("relative_attention_num_buckets"));
+  EXPECT_THAT(fails({{"d_model", -1}}), HasSubstr("d_model"));
+  EXPECT_THAT(fails({{"feed_forward_proj", "gated-gelu-x"}}), HasSubstr("feed_forward_proj"));
+  EXPECT_THAT(fails({{"feed_forward_proj", "swishy"}}), HasSubstr("feed_forward_proj"));
+  nlohmann::json llama = {{"model_type", "llama"}};
+  try {
+    AutoModelForSeq2SeqLM::from_config(ConfigJson::from_json(llama));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("AutoModelForCausalLM"));
+  }
+}
+
+}  // namespace
+}  // namespace ferry::models

@@ -1,0 +1,86 @@
+"""Random T5 folders written by transformers (save_pretrained) and their golden logits, for ferry's T5 tests.
+
+Variants: "t5_v10" (relu FFN, lm_head tied to shared, output scaled by d_model^-0.5), "t5_v11" (gated-gelu FFN,
+untied lm_head as in T5 v1.1 / T0pp / Flan-T5 checkpoints: written with its own lm_head.weight and
+tie_word_embeddings false), "mt5" (the v1.1 graph as MT5ForConditionalGeneration), each in f32; "t5_v11_bf16" in
+bf16. For each: input_ids [S] for the encoder, then greedy decoding from decoder_start_token_id for STEPS steps,
+one token per forward with the cache. Writes ROOT/NAME/ and ROOT/NAME.golden.safetensors:
+  input_ids i64 [S]; decoder_ids i64 [STEPS] (the tokens fed: start, then the greedy choices);
+  logits f32 [STEPS, V] (the decoder's logits after feeding decoder_ids[i]); encoder f32 [S, C].
+Usage: python hf_t5_reference.py ROOT [--steps 8]
+"""
+
+import argparse
+import json
+import os
+
+for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+    os.environ.setdefault(var, "1")
+
+import torch  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import (MT5Config, MT5ForConditionalGeneration, T5Config,  # noqa: E402
+                          T5ForConditionalGeneration)
+
+SIZES = dict(vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3, num_heads=4,
+             relative_attention_num_buckets=8, relative_attention_max_distance=20, dropout_rate=0.0)
+
+
+def make(root, name, cls, config, dtype, untied):
+    torch.manual_seed(abs(hash(name)) % 1000)
+    model = cls(config).eval()
+    folder = os.path.join(root, name)
+    model.to(dtype).save_pretrained(folder)
+    if untied:  # a v1.1 checkpoint: its own lm_head, and a config saying so
+        path = os.path.join(folder, "model.safetensors")
+        sd = load_file(path)
+        sd["lm_head.weight"] = (torch.randn(config.vocab_size, config.d_model) * 0.5).to(dtype)
+        save_file(sd, path, metadata={"format": "pt"})
+        cfg_path = os.path.join(folder, "config.json")
+        cfg = json.load(open(cfg_path))
+        cfg["tie_word_embeddings"] = False
+        cfg.pop("scale_decoder_outputs", None)
+        json.dump(cfg, open(cfg_path, "w"), indent=2)
+    return cls.from_pretrained(folder, dtype=torch.float32).eval(), folder
+
+
+def golden(model, steps, seed):
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(2, model.config.vocab_size, (13,), generator=g)
+    with torch.no_grad():
+        enc = model.get_encoder()(input_ids=input_ids[None]).last_hidden_state
+        start = getattr(model.generation_config, "decoder_start_token_id", None)
+        start = start if start is not None else model.config.pad_token_id
+        fed, rows = [start], []
+        cache = None
+        for _ in range(steps):
+            out = model(encoder_outputs=(enc,), decoder_input_ids=torch.tensor([[fed[-1]]]), past_key_values=cache,
+                        use_cache=True)
+            cache = out.past_key_values
+            rows.append(out.logits[0, -1].float())
+            fed.append(int(out.logits[0, -1].argmax()))
+    return {"input_ids": input_ids, "decoder_ids": torch.tensor(fed[:steps]), "logits": torch.stack(rows),
+            "encoder": enc[0].float().contiguous()}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("root")
+    p.add_argument("--steps", type=int, default=8)
+    a = p.parse_args()
+    os.makedirs(a.root, exist_ok=True)
+    cases = [
+        ("t5_v10", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="relu"), torch.float32, False),
+        ("t5_v11", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="gated-gelu"), torch.float32, True),
+        ("mt5", MT5ForConditionalGeneration, MT5Config(**SIZES, feed_forward_proj="gated-gelu"), torch.float32, True),
+        ("t5_v11_bf16", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="gated-gelu"),
+         torch.bfloat16, True),
+    ]
+    for i, (name, cls, config, dtype, untied) in enumerate(cases):
+        model, folder = make(a.root, name, cls, config, dtype, untied)
+        save_file(golden(model, a.steps, 100 + i), folder + ".golden.safetensors")
+        print(name, "written")
+
+
+if __name__ == "__main__":
+    main()
