@@ -70,6 +70,45 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
   return std::move(result);
 }
 
+GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
+                        const GenerateOptions& options, const TokenCallback& on_token) {
+  if (prompt_ids.empty()) throw Error("the prompt is empty", "generate", "give at least one token (e.g. EOS)");
+  const int64_t vocab = model.info().vocab_size;
+  for (TokenId id : prompt_ids)
+    if (id < 0 || id >= vocab)
+      throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                      std::to_string(vocab) + ")",
+                  "generate");
+  const TokenId start = static_cast<TokenId>(model.info().decoder_start_token_id);
+  const TokenId first[] = {start};
+  detail::SequenceDecoder seq(tokenizer, first, options, on_token);
+  auto cache = model.make_cache();
+
+  auto t0 = Clock::now();
+  const Tensor encoder_out = model.encode(token_ids_tensor(prompt_ids));
+  Tensor logits = model.decode(token_ids_tensor(first), encoder_out, cache, 1);
+  seq.result().timings.prefill_seconds = seconds_since(t0);
+
+  auto t_decode = Clock::now();
+  while (options.stop.max_new_tokens > 0) {
+    const std::optional<TokenId> next = seq.accept(logits.to(Device::cpu()).to_vector<float>());
+    if (!next) break;
+    const TokenId one[] = {*next};
+    logits = model.decode(token_ids_tensor(one), encoder_out, cache, 1);
+  }
+  GenerateResult& result = seq.finish();
+  result.timings.decode_seconds = seconds_since(t_decode);
+  result.prompt_ids.assign(prompt_ids.begin(), prompt_ids.end());
+  result.timings.prompt_tokens = prompt_ids.size();
+  return std::move(result);
+}
+
+GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer& tokenizer, std::string_view prompt,
+                        const GenerateOptions& options, const TokenCallback& on_token) {
+  std::vector<TokenId> ids = tokenizer.encode(prompt, options.add_special_tokens);
+  return generate(model, &tokenizer, ids, options, on_token);
+}
+
 GenerateResult generate(models::CausalLM& model, const Tokenizer& tokenizer, std::string_view prompt,
                         const GenerateOptions& options, const TokenCallback& on_token) {
   std::vector<TokenId> ids = tokenizer.encode(prompt, options.add_special_tokens);

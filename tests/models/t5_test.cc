@@ -11,6 +11,7 @@
 #include "ferry/models/auto_model.h"
 #include "ferry/models/t5.h"
 #include "ferry/ops/gather.h"
+#include "ferry/text/generate.h"
 #include "support/hf_folder.h"
 
 namespace ferry::models {
@@ -97,6 +98,32 @@ TEST_F(T5Reference, AutoPlansWithT5BlocksAndGeneratesTheSame) {
   auto model = AutoModelForSeq2SeqLM::from_pretrained(
       folder, {.device_map = std::string("auto"), .max_memory = MaxMemory::from_flag("cpu=60KB")});
   check(*model, "t5_v11", 1e-5, "auto with cpu=60KB");
+}
+
+// text::generate on an encoder-decoder model: transformers' greedy tokens, the EOS stop, and sampling that is
+// reproducible with its seed.
+TEST_F(T5Reference, GenerateGivesTransformersGreedyTokens) {
+  for (const std::string name : {"t5_v10", "t5_v11"}) {
+    auto model = AutoModelForSeq2SeqLM::from_pretrained(root_->path() / name);
+    const io::StateDict golden = io::load_safetensors(root_->path() / (name + ".golden.safetensors"));
+    std::vector<text::TokenId> input;
+    for (int64_t id : golden.at("input_ids").to_vector<int64_t>()) input.push_back(static_cast<text::TokenId>(id));
+    const std::vector<int64_t> fed = golden.at("decoder_ids").to_vector<int64_t>();
+    text::GenerateOptions o;
+    o.stop.max_new_tokens = fed.size() - 1;
+    const text::GenerateResult r = text::generate(*model, nullptr, input, o);
+    ASSERT_EQ(r.generated_ids.size(), fed.size() - 1) << name;
+    for (std::size_t i = 0; i + 1 < fed.size(); ++i) EXPECT_EQ(r.generated_ids[i], fed[i + 1]) << name << " " << i;
+    EXPECT_EQ(r.prompt_ids, input);
+    o.stop.eos_token_ids = {static_cast<text::TokenId>(fed[3])};
+    const text::GenerateResult stopped = text::generate(*model, nullptr, input, o);
+    EXPECT_EQ(stopped.stop_reason, text::StopReason::EosToken);
+    EXPECT_LE(stopped.generated_ids.size(), 3u);
+    o.stop.eos_token_ids.clear();
+    o.sampling = {.do_sample = true, .temperature = 1.3f, .seed = 5};
+    EXPECT_EQ(text::generate(*model, nullptr, input, o).generated_ids,
+              text::generate(*model, nullptr, input, o).generated_ids);
+  }
 }
 
 TEST(T5, RelativePositionBucketsAreTransformers) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ferry/models/causal_lm.h"
+#include "ferry/models/seq2seq_lm.h"
 #include "ferry/text/sampling.h"
 #include "ferry/text/stopping.h"
 #include "ferry/text/tokenizer.h"
@@ -73,6 +74,16 @@ int64_t context_length(const models::CausalLM& model);
 /// Generates from token ids. `tokenizer` may be null: then no text is produced (ids only) and stop strings
 /// cannot match. Throws ferry::Error for a prompt check_prompt() refuses.
 GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
+                        const GenerateOptions& options = {}, const TokenCallback& on_token = {});
+
+/// Encoder-decoder generation (T5): the encoder runs once over prompt_ids, then the decoder starts from
+/// decoder_start_token_id and generates one token per forward with its KV cache and the cached cross-attention keys
+/// and values. Sampling, stop criteria and callbacks as above (a repetition penalty sees the decoder's tokens, as
+/// in transformers); GenerateResult::prompt_ids are the encoder's input; timings: prefill = encoder + first decoder
+/// step. HF: AutoModelForSeq2SeqLM.generate(input_ids, ...)
+GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
+                        const GenerateOptions& options = {}, const TokenCallback& on_token = {});
+GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer& tokenizer, std::string_view prompt,
                         const GenerateOptions& options = {}, const TokenCallback& on_token = {});
 
 /// Encodes `prompt` with the tokenizer, then generates.
