@@ -220,12 +220,29 @@ int64_t kv_cache_bytes(const models::CausalLMInfo& info, int64_t tokens) {
   return kv + act;
 }
 
-PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flags, DType dtype) {
+int64_t kv_cache_bytes(const ModelSkeleton& skeleton, int64_t tokens) {
+  if (skeleton.causal) return kv_cache_bytes(skeleton.causal->info(), tokens);
+  const int64_t act = tokens > 0 ? (tokens * skeleton.hidden_size() * 4 * 8 + skeleton.vocab_size() * 4 * 2) : 0;
+  return skeleton.kv_bytes_per_token() * tokens + act;
+}
+
+std::string ModelSkeleton::architecture() const { return causal ? causal->info().architecture : seq2seq->info().architecture; }
+std::string ModelSkeleton::block_class() const { return causal ? causal->info().block_class : seq2seq->info().block_class; }
+int64_t ModelSkeleton::hidden_size() const { return causal ? causal->info().hidden_size : seq2seq->info().d_model; }
+int64_t ModelSkeleton::vocab_size() const { return causal ? causal->info().vocab_size : seq2seq->info().vocab_size; }
+int64_t ModelSkeleton::kv_bytes_per_token() const {
+  if (causal) return causal->info().kv_cache_bytes_per_token(DType::F32) * causal->info().num_hidden_layers;
+  const auto& i = seq2seq->info();
+  return models::kv_cache_bytes_per_token(i.num_heads, i.d_kv, DType::F32) * i.num_decoder_layers;
+}
+
+PlannedModel plan_model(const ModelSkeleton& skeleton_in, const ModelFlags& flags, DType dtype) {
+  const nn::Module& skeleton = skeleton_in.module();
   PlannedModel out;
   PlanOptions& o = out.options;
   o.max_memory = flags.max_memory_value();
   o.no_split_module_classes = flags.no_split;
-  if (o.no_split_module_classes.empty()) o.no_split_module_classes = {skeleton.info().block_class};
+  if (o.no_split_module_classes.empty()) o.no_split_module_classes = {skeleton_in.block_class()};
   o.dtype = dtype;
   o.allow_disk = !flags.no_disk;
   auto dm = flags.device_map_value();
@@ -247,7 +264,7 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
         main = e.device;
         break;
       }
-    o.reservations.push_back({main, kv_cache_bytes(skeleton.info(), flags.context),
+    o.reservations.push_back({main, kv_cache_bytes(skeleton_in, flags.context),
                               "KV cache for " + std::to_string(flags.context) + " tokens"});
   }
   OffloadPlan planned = plan_with_offload_io(skeleton, parse_device_map_mode(mode), o,
@@ -258,7 +275,7 @@ PlannedModel plan_model(const models::CausalLM& skeleton, const ModelFlags& flag
   return out;
 }
 
-void print_plan(std::FILE* out, const models::CausalLM& skeleton, const PlannedModel& plan) {
+void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& plan) {
   std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
   if (disk_bytes_of(skeleton, plan.device_map) > 0) {
     if (plan.offload.io == io::OffloadIo::Direct)

@@ -39,6 +39,44 @@ Stat stat(const std::vector<double>& xs) {
   return s;
 }
 
+// An encoder-decoder model: "enc" = the encoder over pp input tokens (tokens/s), "tg" = the decoder generating tg
+// tokens one per forward against that encoder output.
+void bench_seq2seq(LoadedModel& lm, int64_t pp, int64_t tg, int64_t reps, bool json) {
+  auto& model = *lm.seq2seq;
+  const int64_t vocab = model.info().vocab_size, input = pp > 0 ? pp : 64;
+  model.encode(random_ids(4, vocab, 7));  // warm-up, as for decoder-only models
+  std::vector<std::pair<std::string, Stat>> rows;
+  std::vector<double> enc_tps, dec_tps;
+  for (int64_t r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    const Tensor enc = model.encode(random_ids(input, vocab, static_cast<uint32_t>(r))).to(Device::cpu());
+    enc_tps.push_back(static_cast<double>(input) / seconds(t0));
+    if (tg == 0) continue;
+    auto cache = model.make_cache();
+    const Tensor ids = random_ids(tg, vocab, static_cast<uint32_t>(100 + r));
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < tg; ++i) model.decode(ids.slice(i, i + 1), enc, cache, 1).to(Device::cpu());
+    dec_tps.push_back(static_cast<double>(tg) / seconds(t0));
+  }
+  if (pp > 0) rows.push_back({"enc" + std::to_string(pp), stat(enc_tps)});
+  if (tg > 0) rows.push_back({"tg" + std::to_string(tg), stat(dec_tps)});
+  int64_t bytes = 0;
+  for (const auto& e : lm.usage.entries()) bytes += e.bytes;
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& [test, st] : rows)
+      j.push_back({{"model", lm.architecture}, {"size_bytes", bytes}, {"test", test}, {"t_s_mean", st.mean},
+                   {"t_s_sd", st.sd}, {"repetitions", reps}, {"dtype", std::string(dtype_name(lm.dtype))}, {"batch", 1}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::vector<std::vector<std::string>> table{{"model", "size", "test", "t/s"}};
+  for (const auto& [test, st] : rows)
+    table.push_back({lm.architecture + " " + std::string(dtype_name(lm.dtype)), format_bytes(bytes), test,
+                     fmt::format("{:.2f} ± {:.2f}", st.mean, st.sd)});
+  print_table(stdout, table);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -63,6 +101,11 @@ void add_bench_command(CLI::App& app) {
     for (int64_t b : batches)
       if (b < 1) throw Error("batch sizes must be at least 1, got " + std::to_string(b), "--batch");
     LoadedModel lm = load_for_run(o->flags, o->json ? nullptr : stderr);
+    if (lm.seq2seq) {
+      if (batches.size() > 1 || batches[0] > 1)
+        throw Error("--batch is not supported for encoder-decoder models yet", lm.architecture, "drop --batch");
+      return bench_seq2seq(lm, o->pp, o->tg, o->reps, o->json);
+    }
     auto& model = *lm.model;
     const int64_t vocab = model.info().vocab_size;
     int64_t params = 0, bytes = 0;

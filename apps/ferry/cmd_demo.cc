@@ -70,8 +70,8 @@ void add_demo_command(CLI::App& app) {
     flags.device_map = "auto";
     flags.threads = o->threads;
     {
-      auto skeleton = build_skeleton(flags.model, DType::BF16);
-      const int64_t total = compute_module_sizes(*skeleton).total();
+      const ModelSkeleton skeleton = build_skeleton(flags.model, DType::BF16);
+      const int64_t total = compute_module_sizes(skeleton.module()).total();
       flags.max_memory = "cpu=" + std::to_string(static_cast<int64_t>(total * o->budget_fraction));
       std::printf("model folder: %s (%s)\ncpu budget:   %s of %s (the rest is read from disk for each forward)\n\n",
                   folder.string().c_str(), format_bytes(total).c_str(),

@@ -95,11 +95,13 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
   if (!f.prompt_ids.empty()) {
     std::vector<text::TokenId> ids;
     for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
-    r = text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
+    r = lm.seq2seq ? text::generate(*lm.seq2seq, tok ? &*tok : nullptr, ids, o, stream)
+                   : text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
   } else {
     if (!tok) throw Error("no tokenizer.json in the model folder", f.model.model, "pass token ids with --prompt-ids");
     if (!f.json) std::printf("%s", prompt.c_str());
-    r = text::generate(*lm.model, *tok, prompt, o, stream);
+    if (!f.json && lm.seq2seq) std::printf("\n");  // an encoder-decoder model's output is not a continuation
+    r = lm.seq2seq ? text::generate(*lm.seq2seq, *tok, prompt, o, stream) : text::generate(*lm.model, *tok, prompt, o, stream);
   }
   const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
   const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, r.timings.prefill_seconds + r.timings.decode_seconds);
@@ -165,6 +167,9 @@ void add_generate_command(CLI::App& app) {
     }
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
     if (!f->input.empty()) {
+      if (lm.seq2seq)
+        throw Error("batched generation (-i) is not supported for encoder-decoder models yet", lm.architecture,
+                    "generate one prompt at a time: -p TEXT or --interactive");
       run_batch(*f, lm, tok, batch_prompts);
       return;
     }

@@ -12,17 +12,20 @@
 
 namespace ferry::cli {
 
-std::shared_ptr<models::CausalLM> build_skeleton(const std::string& folder, DType dtype) {
+ModelSkeleton build_skeleton(const std::string& folder, DType dtype) {
   auto config = models::read_model_config(folder);  // config.json, or a GGUF file's metadata
   auto guard = nn::init_empty_weights();
-  return models::AutoModelForCausalLM::from_config(config, dtype);
+  ModelSkeleton s;
+  if (models::is_seq2seq_config(config)) s.seq2seq = models::AutoModelForSeq2SeqLM::from_config(config, dtype);
+  else s.causal = models::AutoModelForCausalLM::from_config(config, dtype);
+  return s;
 }
 
-std::shared_ptr<models::CausalLM> build_skeleton(const ModelFlags& flags, DType dtype) {
-  auto skeleton = build_skeleton(flags.model, dtype);
-  if (const auto q = flags.quantize_value()) quantize_weights(*skeleton, *q);
+ModelSkeleton build_skeleton(const ModelFlags& flags, DType dtype) {
+  ModelSkeleton skeleton = build_skeleton(flags.model, dtype);
+  if (const auto q = flags.quantize_value()) quantize_weights(skeleton.module(), *q);
   else if (models::is_gguf_file(flags.model) && !flags.dtype_value())
-    models::use_gguf_storage_dtypes(*skeleton, io::GgufFile::open(flags.model));
+    models::use_gguf_storage_dtypes(skeleton.module(), io::GgufFile::open(flags.model));
   return skeleton;
 }
 
@@ -55,15 +58,15 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([o] {
     o->flags.apply();
     const DType dtype = flags_dtype(o->flags);
-    auto skeleton = build_skeleton(o->flags, dtype);
-    PlannedModel plan = plan_model(*skeleton, o->flags, dtype);
+    const ModelSkeleton skeleton = build_skeleton(o->flags, dtype);
+    PlannedModel plan = plan_model(skeleton, o->flags, dtype);
     if (o->json) {
       std::printf("%s\n", plan.device_map.to_json(2).c_str());
       return;
     }
-    std::printf("%s (%s), %s weights\n\n", skeleton->info().architecture.c_str(), o->flags.model.c_str(),
-                weights_dtypes(*skeleton).c_str());
-    print_plan(stdout, *skeleton, plan);
+    std::printf("%s (%s), %s weights\n\n", skeleton.architecture().c_str(), o->flags.model.c_str(),
+                weights_dtypes(skeleton.module()).c_str());
+    print_plan(stdout, skeleton.module(), plan);
     print_cpu_weights(stdout, o->flags, plan);
   });
 }

@@ -54,22 +54,23 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   flags.apply();
   LoadedModel out;
   out.dtype = flags_dtype(flags);
-  auto skeleton = build_skeleton(flags, out.dtype);
-  out.plan = plan_model(*skeleton, flags, out.dtype);
-  out.usage = device_map_usage(*skeleton, out.plan.device_map, out.dtype);
-  const ModuleSizes sizes = compute_module_sizes(*skeleton, out.dtype);
+  ModelSkeleton skeleton = build_skeleton(flags, out.dtype);
+  const bool seq2seq = skeleton.seq2seq != nullptr;
+  out.architecture = skeleton.architecture();
+  out.plan = plan_model(skeleton, flags, out.dtype);
+  out.usage = device_map_usage(skeleton.module(), out.plan.device_map, out.dtype);
+  const ModuleSizes sizes = compute_module_sizes(skeleton.module(), out.dtype);
   const Device main = main_accelerator(out.plan.device_map).value_or(Device::cpu());
   for (const auto& [name, d] : out.plan.device_map)
     if (d.is_disk() || (d.is_cpu() && !main.is_cpu())) out.streamed_bytes_per_forward += sizes[name];
   if (log) {
-    std::fprintf(log, "%s, %s weights, plan:\n\n", skeleton->info().architecture.c_str(),
-                 weights_dtypes(*skeleton).c_str());
-    print_plan(log, *skeleton, out.plan);
+    std::fprintf(log, "%s, %s weights, plan:\n\n", out.architecture.c_str(), weights_dtypes(skeleton.module()).c_str());
+    print_plan(log, skeleton.module(), out.plan);
     print_cpu_weights(log, flags, out.plan);
     std::fprintf(log, "\n");
     std::fflush(log);
   }
-  skeleton.reset();
+  skeleton = ModelSkeleton{};
 
   models::FromPretrainedOptions o = flags.from_pretrained_options();
   o.device_map = out.plan.device_map;
@@ -84,7 +85,8 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   ProgressBar bar("loading");
   o.on_progress = [&bar](const LoadProgress& p) { bar.update(p); };
   auto t0 = std::chrono::steady_clock::now();
-  out.model = models::AutoModelForCausalLM::from_pretrained(flags.model, o);
+  if (seq2seq) out.seq2seq = models::AutoModelForSeq2SeqLM::from_pretrained(flags.model, o);
+  else out.model = models::AutoModelForCausalLM::from_pretrained(flags.model, o);
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bar.finish();
   out.eos_token_ids = eos_ids(flags.model);

@@ -7,12 +7,15 @@
 
 #include "cli.h"
 #include "ferry/models/causal_lm.h"
+#include "ferry/models/seq2seq_lm.h"
 #include "ferry/text/tokenizer.h"
 
 namespace ferry::cli {
 
 struct LoadedModel {
-  std::shared_ptr<models::CausalLM> model;
+  std::shared_ptr<models::CausalLM> model;     // a decoder-only model (null for an encoder-decoder one)
+  std::shared_ptr<models::Seq2SeqLM> seq2seq;  // an encoder-decoder model (T5), else null
+  std::string architecture;
   PlannedModel plan;
   DType dtype = DType::F32;
   double load_seconds = 0;

@@ -35,12 +35,23 @@ ModelSummary summarize_model(const std::filesystem::path& folder) {
   s.format = files.format;
   s.sharded = files.index_file.has_value();
 
-  std::shared_ptr<CausalLM> skeleton;
+  std::shared_ptr<nn::Module> skeleton;
   {
     auto guard = nn::init_empty_weights();
-    skeleton = AutoModelForCausalLM::from_config(config, resolve_dtype(config, std::nullopt));
+    const DType dtype = resolve_dtype(config, std::nullopt);
+    if (is_seq2seq_config(config)) {
+      auto m = AutoModelForSeq2SeqLM::from_config(config, dtype);
+      const Seq2SeqLMInfo& i = m->info();
+      // The encoder's layer count; the decoder's is in the tensor list.
+      s.info = CausalLMInfo{i.architecture, i.model_type, i.block_class, "", "encoder.block", i.num_layers,
+                            i.d_model, i.vocab_size, i.num_heads, i.num_heads, i.d_kv, 0, false};
+      skeleton = m;
+    } else {
+      auto m = AutoModelForCausalLM::from_config(config, dtype);
+      s.info = m->info();
+      skeleton = m;
+    }
   }
-  s.info = skeleton->info();
   for (const auto& [name, tensor] : skeleton->named_parameters()) s.parameter_count += tensor.numel();
 
   for (const auto& path : files.shards) {

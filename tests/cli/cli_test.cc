@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ferry/text/tokenizer.h"
+#include "ferry/text/generate.h"
+#include "ferry/nn/init.h"
 #include "support/hf_folder.h"
 
 namespace {
@@ -385,6 +387,41 @@ TEST_F(FerryCli, BatchBadLinesFailAloneAndTheRunExitsWithAnError) {
   EXPECT_EQ(missing.code, 1);
   EXPECT_CONTAINS(missing.err, "cannot open the prompts file");
   EXPECT_EQ(missing.err.find("loading"), std::string::npos);
+}
+
+// A T5 folder (encoder-decoder): generate, plan, inspect and bench work on it; generate gives the library's tokens,
+// resident and offloaded; batching it is a clear error.
+TEST_F(FerryCli, T5FoldersGeneratePlanInspectAndBench) {
+  const fs::path folder = dir_ / "t5";
+  ferry::nn::manual_seed(3);
+  auto model = ferry::test::write_random_seq2seq_folder(folder, ferry::test::tiny_t5_config());
+  ferry::text::GenerateOptions o;
+  o.stop.max_new_tokens = 5;
+  o.stop.eos_token_ids = {1};
+  const auto want = ferry::text::generate(*model, nullptr, std::vector<ferry::text::TokenId>{5, 6, 7, 8}, o);
+  for (const std::string flags : {"", " --device-map auto --max-memory cpu=60KB"}) {
+    CliRun r = ferry("generate -m " + folder.string() + " --prompt-ids 5,6,7,8 -n 5 --json" + flags);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"], nlohmann::json(want.generated_ids)) << flags;
+  }
+  CliRun plan = ferry("plan " + folder.string() + " --max-memory cpu=100KB");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_CONTAINS(plan.out, "T5ForConditionalGeneration");
+  EXPECT_CONTAINS(plan.out, "disk");
+  CliRun inspect = ferry("inspect " + folder.string());
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_CONTAINS(inspect.out, "T5Block");
+  CliRun bench = ferry("bench -m " + folder.string() + " -p 16 -n 4 -r 1 --json");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  const auto b = nlohmann::json::parse(bench.out);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0]["test"], "enc16");
+  EXPECT_EQ(b[1]["test"], "tg4");
+  const fs::path prompts = dir_ / "t5_prompts.txt";
+  std::ofstream(prompts) << "{\"prompt_ids\": [5, 6]}\n";
+  CliRun batch = ferry("generate -m " + folder.string() + " -i " + prompts.string());
+  EXPECT_EQ(batch.code, 1);
+  EXPECT_CONTAINS(batch.err, "encoder-decoder");
 }
 
 TEST_F(FerryCli, TokenizeRoundTrips) {

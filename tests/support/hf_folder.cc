@@ -217,6 +217,34 @@ std::shared_ptr<models::CausalLM> write_random_hf_folder(const fs::path& folder,
   return model;
 }
 
+std::shared_ptr<models::Seq2SeqLM> write_random_seq2seq_folder(const fs::path& folder, const nlohmann::json& config,
+                                                               DType dtype) {
+  fs::create_directories(folder);
+  nlohmann::json cfg = config;
+  cfg["torch_dtype"] = std::string(numpy_dtype_name(dtype));
+  write_file(folder / "config.json", cfg.dump(2));
+  auto model = models::AutoModelForSeq2SeqLM::from_config(models::ConfigJson::from_json(cfg), dtype);
+  io::StateDict tensors;
+  std::vector<Tensor> written;
+  for (const auto& [name, tensor] : model->state_dict()) {
+    bool tied = false;
+    for (const Tensor& w : written) tied = tied || w.is_same(tensor);
+    if (tied) continue;
+    written.push_back(tensor);
+    tensors.insert(name, tensor);
+  }
+  io::save_safetensors(tensors, folder / "model.safetensors");
+  return model;
+}
+
+nlohmann::json tiny_t5_config() {
+  return {{"architectures", {"T5ForConditionalGeneration"}}, {"model_type", "t5"}, {"vocab_size", 96},
+          {"d_model", 32}, {"d_kv", 8}, {"d_ff", 64}, {"num_layers", 2}, {"num_decoder_layers", 3}, {"num_heads", 4},
+          {"relative_attention_num_buckets", 8}, {"relative_attention_max_distance", 20},
+          {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}, {"eos_token_id", 1},
+          {"pad_token_id", 0}, {"decoder_start_token_id", 0}};
+}
+
 nlohmann::json tiny_llama_config() {
   return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 96},
           {"hidden_size", 32}, {"intermediate_size", 48}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
