@@ -59,6 +59,9 @@ void Prefetcher::remove(const void* id) noexcept {
     reindex();
   }
   seen_.erase(std::remove(seen_.begin(), seen_.end(), id), seen_.end());
+  jump_.erase(id);
+  for (auto it = jump_.begin(); it != jump_.end();) it = it->second == id ? jump_.erase(it) : std::next(it);
+  if (last_run_ == id) last_run_ = nullptr;
 }
 
 // The calls of the first forward become the order; modules it did not call keep their place after them.
@@ -88,9 +91,22 @@ void Prefetcher::will_run(const void* id) {
     const std::size_t n = modules_.size();
     const std::size_t p = index_of(id);
     if (p == n) return;
+    if (confirmed_ && last_run_ != nullptr) {
+      const std::size_t last = index_of(last_run_);
+      if (last < n && modules_[(last + 1) % n].id != id) jump_[last_run_] = id;
+      else jump_.erase(last_run_);
+    }
+    last_run_ = id;
     modules_[p].queued = false;  // running now: its next prefetch is for the next forward
+    // The next modules: the order's, except where a module was last followed by another (jump_).
+    auto successor = [&](std::size_t i) {
+      const auto it = jump_.find(modules_[i].id);
+      const std::size_t j = it == jump_.end() ? n : index_of(it->second);
+      return j < n ? j : (i + 1) % n;
+    };
+    std::size_t j = p;
     for (int k = 1; k <= depth_; ++k) {
-      const std::size_t j = (p + static_cast<std::size_t>(k)) % n;
+      j = successor(j);
       if (j == p) break;
       Module& m = modules_[j];
       if (m.queued || m.names.empty()) continue;

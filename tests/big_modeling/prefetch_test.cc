@@ -102,6 +102,25 @@ TEST_F(ThreeModules, TheFirstForwardConfirmsTheOrder) {
   EXPECT_EQ(run(p, &b), (Names{"c.w"}));
 }
 
+// An encoder-decoder model: a (the encoder) runs once, then b, c (the decoder) per token. After c the next module
+// is b, not a: the read-ahead follows the successor each module last had.
+TEST_F(ThreeModules, ALoopOverPartOfTheModulesIsFollowed) {
+  Prefetcher p(1);
+  add_all(p);
+  run(p, &a);
+  run(p, &b);
+  run(p, &c);
+  run(p, &b);  // b again: the order a, b, c is confirmed; c -> b is a jump
+  EXPECT_TRUE(p.order_confirmed());
+  EXPECT_EQ(run(p, &c), (Names{"b.w", "b.bias"}));  // after c comes b, as last time
+  EXPECT_EQ(run(p, &b), (Names{"c.w"}));
+  EXPECT_EQ(run(p, &c), (Names{"b.w", "b.bias"}));
+  // A new sequence: the encoder again (b, read ahead after c, is still waiting). c -> a replaces c -> b.
+  EXPECT_EQ(run(p, &a), (Names{}));
+  run(p, &b);
+  EXPECT_EQ(run(p, &c), (Names{"a.w"}));
+}
+
 TEST_F(ThreeModules, ResidentModulesAreCheckedOneTimeInEight) {
   map->resident = {"a.w", "c.w"};  // a and c are in memory; b must be read every time
   Prefetcher p(1);

@@ -105,6 +105,11 @@ class Prefetcher {
   std::unordered_map<const void*, std::size_t> position_;  // id -> index in modules_
   std::vector<const void*> seen_;  // first forward's calls, in order, until one repeats
   bool confirmed_ = false;
+  // After the order is confirmed: where a module's successor was not the next one in the order the last time it ran
+  // (an encoder-decoder model runs its encoder once, then its decoder per token: after the decoder's last module
+  // comes the decoder's first, not the encoder's), module id -> the id that ran after it.
+  std::unordered_map<const void*, const void*> jump_;
+  const void* last_run_ = nullptr;
   std::deque<Job> queue_;
   bool busy_ = false;
   bool stop_ = false;
