@@ -6,7 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/core/error.h"
+#include "ferry/nn/empty_weights.h"
 #include "ferry/io/safetensors.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/t5.h"
@@ -123,6 +127,32 @@ TEST_F(T5Reference, GenerateGivesTransformersGreedyTokens) {
     o.sampling = {.do_sample = true, .temperature = 1.3f, .seed = 5};
     EXPECT_EQ(text::generate(*model, nullptr, input, o).generated_ids,
               text::generate(*model, nullptr, input, o).generated_ids);
+  }
+}
+
+// Plans equal Accelerate's infer_auto_device_map (no_split_module_classes = ["T5Block"]) on the T5 v1.0 folder
+// (shared, both embed_tokens and lm_head tied) for several cpu budgets. (For v1.1 folders transformers 5 builds the
+// skeleton with lm_head tied to shared even though the checkpoint's lm_head is its own tensor, so its plan counts
+// that tensor's bytes once; ferry counts both.)
+TEST_F(T5Reference, PlansEqualAcceleratesForT5Folders) {
+  const fs::path folder = root_->path() / "t5_v10";
+  std::shared_ptr<Seq2SeqLM> skeleton;
+  {
+    auto guard = nn::init_empty_weights();
+    skeleton = AutoModelForSeq2SeqLM::from_config(ConfigJson::read(folder));
+  }
+  nlohmann::json plans;
+  std::ifstream(root_->path() / "t5_v10.plans.json") >> plans;
+  ASSERT_FALSE(plans.empty());
+  for (const auto& p : plans) {
+    PlanOptions o;
+    o.max_memory = MaxMemory::parse({{"cpu", std::to_string(p["cpu"].get<int64_t>())}, {"disk", "1000000000000"}});
+    o.no_split_module_classes = {"T5Block"};
+    const DeviceMap got = infer_auto_device_map(*skeleton, o);
+    std::map<std::string, std::string> ours, theirs;
+    for (const auto& [name, d] : got) ours[name] = d.str();
+    for (const auto& [name, d] : p["device_map"].items()) theirs[name] = d.get<std::string>();
+    EXPECT_EQ(ours, theirs) << "cpu budget " << p["cpu"];
   }
 }
 

@@ -4,7 +4,8 @@ Variants: "t5_v10" (relu FFN, lm_head tied to shared, output scaled by d_model^-
 untied lm_head as in T5 v1.1 / T0pp / Flan-T5 checkpoints: written with its own lm_head.weight and
 tie_word_embeddings false), "mt5" (the v1.1 graph as MT5ForConditionalGeneration), each in f32; "t5_v11_bf16" in
 bf16. For each: input_ids [S] for the encoder, then greedy decoding from decoder_start_token_id for STEPS steps,
-one token per forward with the cache. Writes ROOT/NAME/ and ROOT/NAME.golden.safetensors:
+one token per forward with the cache. Writes ROOT/NAME/ ROOT/NAME.golden.safetensors and ROOT/NAME.plans.json (Accelerate's
+infer_auto_device_map for several cpu budgets):
   input_ids i64 [S]; decoder_ids i64 [STEPS] (the tokens fed: start, then the greedy choices);
   logits f32 [STEPS, V] (the decoder's logits after feeding decoder_ids[i]); encoder f32 [S, C].
 Usage: python hf_t5_reference.py ROOT [--steps 8]
@@ -79,7 +80,26 @@ def main():
     for i, (name, cls, config, dtype, untied) in enumerate(cases):
         model, folder = make(a.root, name, cls, config, dtype, untied)
         save_file(golden(model, a.steps, 100 + i), folder + ".golden.safetensors")
+        with open(folder + ".plans.json", "w") as f:
+            json.dump(plans(folder, cls), f)
         print(name, "written")
+
+
+def plans(folder, cls):
+    """Accelerate's infer_auto_device_map for the folder's model (built on meta from its config.json, as
+    transformers' from_pretrained does) with no_split_module_classes=["T5Block"], for several cpu budgets."""
+    from accelerate import infer_auto_device_map, init_empty_weights
+    from transformers import AutoConfig
+    config = AutoConfig.from_pretrained(folder)
+    with init_empty_weights():
+        model = cls(config)
+    model.tie_weights()
+    out = []
+    for budget in (20000, 60000, 120000, 200000, 400000):
+        device_map = infer_auto_device_map(model, max_memory={"cpu": budget, "disk": 10**12},
+                                           no_split_module_classes=["T5Block"])
+        out.append({"cpu": budget, "device_map": {k: str(v) for k, v in device_map.items()}})
+    return out
 
 
 if __name__ == "__main__":
