@@ -1,6 +1,7 @@
 // T5 against transformers (tests/reference/hf_t5_reference.py writes random folders with save_pretrained and their
 // golden logits): T5 v1.0 (relu, tied head, scaled output), v1.1 (gated-gelu, untied head), MT5, in f32 and bf16 —
-// the encoder output and greedy decoding step by step with the cache, resident and with {cpu, disk} device maps.
+// the encoder output and greedy decoding step by step with the cache, resident and with {cpu, disk} device maps;
+// sharded (t5_v10) and f16 checkpoints.
 // Also: the relative position buckets, and bad configs as errors naming the key. Needs the reference venv for the
 // oracle cases (skipped with that hint otherwise).
 #include <gmock/gmock.h>
@@ -70,10 +71,10 @@ class T5Reference : public ::testing::Test {
 };
 
 TEST_F(T5Reference, EveryVariantMatchesTransformersResidentAndOffloaded) {
-  for (const std::string name : {"t5_v10", "t5_v11", "mt5", "t5_v11_bf16"}) {
+  for (const std::string name : {"t5_v10", "t5_v11", "mt5", "t5_v11_bf16", "t5_v11_f16"}) {
     const fs::path folder = root_->path() / name;
     // bf16 weights: transformers was run with them upcast to f32, which is what ferry computes.
-    const double tol = name.find("bf16") != std::string::npos ? 1e-4 : 1e-5;
+    const double tol = name.find("f16") != std::string::npos ? 1e-4 : 1e-5;
     auto model = AutoModelForSeq2SeqLM::from_pretrained(folder);
     EXPECT_EQ(model->info().block_class, "T5Block");
     const double resident = check(*model, name, tol, name + " resident");

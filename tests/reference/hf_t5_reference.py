@@ -2,8 +2,8 @@
 
 Variants: "t5_v10" (relu FFN, lm_head tied to shared, output scaled by d_model^-0.5), "t5_v11" (gated-gelu FFN,
 untied lm_head as in T5 v1.1 / T0pp / Flan-T5 checkpoints: written with its own lm_head.weight and
-tie_word_embeddings false), "mt5" (the v1.1 graph as MT5ForConditionalGeneration), each in f32; "t5_v11_bf16" in
-bf16. For each: input_ids [S] for the encoder, then greedy decoding from decoder_start_token_id for STEPS steps,
+tie_word_embeddings false), "mt5" (the v1.1 graph as MT5ForConditionalGeneration), each in f32 (t5_v10 in shards); "t5_v11_bf16" and
+"t5_v11_f16" in half precision (golden logits from the weights upcast to f32, what ferry computes). For each: input_ids [S] for the encoder, then greedy decoding from decoder_start_token_id for STEPS steps,
 one token per forward with the cache. Writes ROOT/NAME/ ROOT/NAME.golden.safetensors and ROOT/NAME.plans.json (Accelerate's
 infer_auto_device_map for several cpu budgets):
   input_ids i64 [S]; decoder_ids i64 [STEPS] (the tokens fed: start, then the greedy choices);
@@ -31,9 +31,10 @@ def make(root, name, cls, config, dtype, untied):
     torch.manual_seed(abs(hash(name)) % 1000)
     model = cls(config).eval()
     folder = os.path.join(root, name)
-    model.to(dtype).save_pretrained(folder)
+    # t5_v10 is written in shards, as big checkpoints are
+    model.to(dtype).save_pretrained(folder, max_shard_size="100KB" if name == "t5_v10" else "5GB")
     if untied:  # a v1.1 checkpoint: its own lm_head, and a config saying so
-        path = os.path.join(folder, "model.safetensors")
+        path = os.path.join(folder, "model.safetensors")  # (unsharded: only t5_v10 is sharded)
         sd = load_file(path)
         sd["lm_head.weight"] = (torch.randn(config.vocab_size, config.d_model) * 0.5).to(dtype)
         save_file(sd, path, metadata={"format": "pt"})
@@ -76,6 +77,8 @@ def main():
         ("mt5", MT5ForConditionalGeneration, MT5Config(**SIZES, feed_forward_proj="gated-gelu"), torch.float32, True),
         ("t5_v11_bf16", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="gated-gelu"),
          torch.bfloat16, True),
+        ("t5_v11_f16", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="gated-gelu"),
+         torch.float16, True),
     ]
     for i, (name, cls, config, dtype, untied) in enumerate(cases):
         model, folder = make(a.root, name, cls, config, dtype, untied)
