@@ -3,8 +3,9 @@
 // The first input byte picks the mode. Even: the rest is a tokenizer.json document; loading must either
 // succeed or throw ferry::Error (any other exception or a crash is a bug); a loaded tokenizer then
 // encodes and decodes a few fixed strings. Odd: the rest is text (any bytes, invalid UTF-8 included)
-// for a fixed byte-level tokenizer with added tokens and a Llama-2-style byte-fallback tokenizer; encode
-// must not crash, decode must return valid UTF-8, and DecodeStream must agree with decode.
+// for a fixed byte-level tokenizer with added tokens, a Llama-2-style byte-fallback tokenizer and a
+// T5-family Unigram tokenizer with a Precompiled normalizer; encode must not crash, decode must return
+// valid UTF-8, and DecodeStream must agree with decode.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -50,6 +51,50 @@ const char* kByteFallback = R"({
             "vocab": {"<unk>": 0, "<0xC3>": 1, "<0xA9>": 2, "<0xE2>": 3, "<0x82>": 4, "<0xAC>": 5, "\u2581": 6,
                       "a": 7, "b": 8, "\u2581a": 9, "ab": 10},
             "merges": ["\u2581 a", "a b"]}
+})";
+
+// T5-family Unigram with byte fallback, as transformers converts a SentencePiece model (legacy=False): a
+// Precompiled charsmap (rules A->a, ™->TM, U+200B->"", e+U+0301->é, Ａ->A) and Replace normalizers, Metaspace
+// "first", and the SentencePiece decoder chain.
+const std::string kUnigram = std::string(R"({
+  "version": "1.0",
+  "added_tokens": [{"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false,
+                    "normalized": false, "special": true},
+                   {"id": 1, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+                    "normalized": false, "special": true}],
+  "normalizer": {"type": "Sequence", "normalizers": [
+                 {"type": "Precompiled", "precompiled_charsmap": ")") +
+    "AAQAAAAAAQBBDQAABgAAgMwYAgCBBQAACAAAgIsFAAAAAACAgBQCAKINAAADAACAvJwCAIScAgChDQAAAQAAgA4AAAARAAAAEAAA"
+    "ABMAAAASAAAAFQAAABQAAAAXAAAAFgAAABkAAAAYAAAAGwAAABoAAAAdAAAAHAAAAB8AAAAeAAAAIQAAACAAAAAjAAAAIgAAACUA"
+    "AABlqAMAJwAAACYAAAApAAAAKAAAACsAAAAqAAAALQAAACwAAAAvAAAALgAAADEAAAAwAAAAMwAAADIAAAA1AAAANAAAADcAAAA2"
+    "AAAAOQAAADgAAAA7AAAAOgAAAD0AAAA8AAAAPwAAAD4AAABBAAAAQAAAAEMAAABCAAAARQAAAEQAAABHAAAARgAAAEkAAABIAAAA"
+    "SwAAAEoAAABNAAAATAAAAE8AAABOAAAAUQAAAFAAAABTAAAAUgAAAFUAAABUAAAAVwAAAFYAAABZAAAAWAAAAFsAAABaAAAAXQAA"
+    "AFwAAABfAAAAXgAAAGEAAABgAAAAYwAAAGIAAABlAAAAZAAAAGcAAABmAAAAaQAAAGgAAABrAAAAagAAAG0AAABsAAAAbwAAAG4A"
+    "AABxAAAAcAAAAHMAAAByAAAAdQAAAHQAAAB3AAAAdgAAAHkAAAB4AAAAewAAAHoAAAB9AAAAfAAAAH8AAAB+AAAAgQAAAIAAAACD"
+    "AAAAggAAAIUAAACEAAAAhwAAAIYAAACJAAAAiAAAAIsAAACKAAAAjQAAAIwAAACPAAAAjgAAAJEAAACQAAAAkwAAAJIAAACVAAAA"
+    "lAAAAJcAAACWAAAAmQAAAJgAAACbAAAAmgAAAJ0AAACcAAAAnwAAAJ4AAAChAAAAoAAAAOKoAACiAAAApQAAAKQAAACnAAAApgAA"
+    "AKkAAACoAAAAqwAAAKoAAACtAAAArAAAAK8AAADvYAAAsQAAALAAAACzAAAAsgAAALUAAAC0AAAAtwAAALYAAAC5AAAAuAAAALsA"
+    "AAC6AAAAvQAAALwAAAC/AAAAvgAAAMEAAADAAAAAwwAAAMIAAADFAAAAxAAAAMcAAADGAAAAyQAAAMgAAADLAAAAygAAAM0AAADM"
+    "AAAAzwAAAM4AAADRAAAA0AAAANMAAADSAAAA1QAAANQAAADXAAAA1gAAANkAAADYAAAA2wAAANoAAADdAAAA3AAAAN8AAADeAAAA"
+    "4QAAAOAAAADjAAAA4gAAAOUAAADkAAAA5wAAAOYAAADpAAAA6AAAAOsAAADqAAAA7QAAAOwAAADvAAAA7gAAAPEAAADwAAAA8wAA"
+    "APIAAAD1AAAA9AAAAPcAAAD2AAAA+QAAAPgAAAD7AAAA+gAAAP0AAAD8AAAA/wAAAP4AAAAAQQBUTQBhAMOpAA==" +
+    R"("},
+                 {"type": "Replace", "pattern": {"Regex": "\\A +| +\\z"}, "content": ""},
+                 {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+                 {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+  "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": false},
+  "post_processor": {"type": "TemplateProcessing",
+                     "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                     "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}},
+                              {"Sequence": {"id": "B", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                     "special_tokens": {"</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}},
+  "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+              {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+  "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": true,
+            "vocab": [["<unk>", 0.0], ["</s>", 0.0], ["<0xC3>", -9.5], ["<0xA9>", -9.5], ["<0xE2>", -9.5],
+                      ["<0x82>", -9.5], ["<0xAC>", -9.5], ["\u2581", -2.5], ["a", -3.0], ["b", -3.25],
+                      ["\u2581a", -2.75], ["ab", -4.0], ["\u2581ab", -3.5], ["\u00e9", -5.0], ["TM", -6.0]]}
 })";
 
 bool valid_utf8(const std::string& s) {
@@ -100,8 +145,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (data[0] & 1) {
     static const Tokenizer byte_level = Tokenizer::from_json(kByteLevel, "fuzz byte-level");
     static const Tokenizer byte_fallback = Tokenizer::from_json(kByteFallback, "fuzz byte-fallback");
+    static const Tokenizer unigram = Tokenizer::from_json(kUnigram, "fuzz unigram");
     exercise(byte_level, rest, true);
     exercise(byte_fallback, rest, true);
+    exercise(unigram, rest, true);
     return 0;
   }
   try {

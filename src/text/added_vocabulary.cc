@@ -71,7 +71,7 @@ bool same_token(const AddedToken& a, const AddedToken& b) {
 
 }  // namespace
 
-void AddedVocabulary::build(const std::optional<JsonView>& list, const Bpe& model, const Normalizer* normalizer) {
+void AddedVocabulary::build(const std::optional<JsonView>& list, const Model& model, const Normalizer* normalizer) {
   std::vector<AddedToken> listed;
   std::vector<std::uint32_t> file_ids;
   if (list) {
@@ -229,7 +229,8 @@ void AddedVocabulary::extract_and_normalize(std::string_view text, const Normali
     }
     if (normalizer) {
       std::string n = p.text;
-      normalizer->normalize(n);
+      // Leading characters removed: HF's normalized piece starts where its first character came from.
+      if (!normalizer->normalize(n)) p.original_start += 1;
       if (n != p.text) p.aligned = false;
       p.text = std::move(n);
     }

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "ferry/text/tokenizer.h"
-#include "text/bpe.h"
 #include "text/json_view.h"
+#include "text/model.h"
 #include "text/normalizer.h"
 #include "text/piece.h"
 #include "text/regex.h"
@@ -50,7 +50,7 @@ class TokenMatcher {
 class AddedVocabulary {
  public:
   /// Reads "added_tokens" (may be absent) and assigns ids against `model`.
-  void build(const std::optional<JsonView>& list, const Bpe& model, const Normalizer* normalizer);
+  void build(const std::optional<JsonView>& list, const Model& model, const Normalizer* normalizer);
 
   /// Splits `text` into pieces claimed by added tokens and normalized pieces for the pre-tokenizer.
   void extract_and_normalize(std::string_view text, const Normalizer* normalizer, std::vector<Piece>& out) const;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "text/json_view.h"
+#include "text/model.h"
 
 namespace ferry::text::detail {
 
@@ -55,21 +56,18 @@ class MergeMap {
   std::size_t size_ = 0, mask_ = 0;
 };
 
-class Bpe {
+class Bpe final : public Model {
  public:
   /// Builds the model from the "model" object of tokenizer.json.
   static std::unique_ptr<Bpe> parse(const JsonView& model);
 
   /// Appends the ids of `word` (one pre-tokenized piece) to `out`.
-  void tokenize(std::string_view word, std::vector<std::int32_t>& out) const;
+  void tokenize(std::string_view word, std::vector<std::int32_t>& out) const override;
 
-  std::optional<std::int32_t> token_to_id(std::string_view token) const;
-  /// The token of `id`, or nullptr when the model has no such id.
-  const std::string* id_to_token(std::int32_t id) const;
-  /// Number of vocabulary entries (what HF calls the model's vocab size).
-  std::size_t vocab_size() const { return vocab_.size(); }
-  /// The largest id in the vocabulary (-1 when empty).
-  std::int32_t max_id() const { return max_id_; }
+  std::optional<std::int32_t> token_to_id(std::string_view token) const override;
+  const std::string* id_to_token(std::int32_t id) const override;
+  std::size_t vocab_size() const override { return vocab_.size(); }
+  std::int32_t max_id() const override { return max_id_; }
 
  private:
   void merge_word(std::string_view word, std::vector<std::int32_t>& out) const;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "text/byte_level.h"
+#include "text/precompiled.h"
 #include "text/unicode.h"
 
 namespace ferry::text::detail {
@@ -13,7 +14,10 @@ namespace {
 class UnicodeNormalizer final : public Normalizer {
  public:
   explicit UnicodeNormalizer(NormalForm form) : form_(form) {}
-  void normalize(std::string& text) const override { text = detail::normalize(text, form_); }
+  bool normalize(std::string& text) const override {
+    text = detail::normalize(text, form_);
+    return true;
+  }
 
  private:
   NormalForm form_;
@@ -21,14 +25,17 @@ class UnicodeNormalizer final : public Normalizer {
 
 class Lowercase final : public Normalizer {
  public:
-  void normalize(std::string& text) const override { text = lowercase(text); }
+  bool normalize(std::string& text) const override {
+    text = lowercase(text);
+    return true;
+  }
 };
 
 // Strip: removes leading and/or trailing White_Space characters.
 class Strip final : public Normalizer {
  public:
   Strip(bool left, bool right) : left_(left), right_(right) {}
-  void normalize(std::string& text) const override {
+  bool normalize(std::string& text) const override {
     std::size_t begin = 0, end = text.size();
     if (left_) {
       while (begin < end) {
@@ -47,6 +54,7 @@ class Strip final : public Normalizer {
       }
     }
     text = text.substr(begin, end - begin);
+    return begin == 0;
   }
 
  private:
@@ -55,22 +63,29 @@ class Strip final : public Normalizer {
 
 class StripAccents final : public Normalizer {
  public:
-  void normalize(std::string& text) const override {
+  bool normalize(std::string& text) const override {
     std::string out;
     out.reserve(text.size());
+    bool keeps_start = true;
     std::size_t i = 0;
     while (i < text.size()) {
       const std::size_t start = i;
       if (!is_combining_mark(next_code_point(text, i))) out.append(text, start, i - start);
+      else if (start == 0) keeps_start = false;
     }
     text = std::move(out);
+    return keeps_start;
   }
 };
 
 class Replace final : public Normalizer {
  public:
   Replace(Regex regex, std::string content) : regex_(std::move(regex)), content_(std::move(content)) {}
-  void normalize(std::string& text) const override { text = replace_all(regex_, text, content_); }
+  bool normalize(std::string& text) const override {
+    bool keeps_start = true;
+    text = replace_all(regex_, text, content_, &keeps_start);
+    return keeps_start;
+  }
 
  private:
   Regex regex_;
@@ -81,8 +96,9 @@ class Replace final : public Normalizer {
 class Prepend final : public Normalizer {
  public:
   explicit Prepend(std::string prefix) : prefix_(std::move(prefix)) {}
-  void normalize(std::string& text) const override {
+  bool normalize(std::string& text) const override {
     if (!text.empty()) text.insert(0, prefix_);
+    return true;  // HF aligns the prefix with the first character
   }
 
  private:
@@ -91,18 +107,21 @@ class Prepend final : public Normalizer {
 
 class ByteLevelNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text) const override {
+  bool normalize(std::string& text) const override {
     std::string out;
     byte_level_encode(text, out);
     text = std::move(out);
+    return true;
   }
 };
 
 class Sequence final : public Normalizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<Normalizer>> steps) : steps_(std::move(steps)) {}
-  void normalize(std::string& text) const override {
-    for (const auto& s : steps_) s->normalize(text);
+  bool normalize(std::string& text) const override {
+    bool keeps_start = true;
+    for (const auto& s : steps_) keeps_start = s->normalize(text) && keeps_start;
+    return keeps_start;
   }
 
  private:
@@ -123,10 +142,15 @@ Regex parse_pattern(const JsonView& pattern) {
   pattern.fail("expected {\"String\": ...} or {\"Regex\": ...}");
 }
 
-std::string replace_all(const Regex& regex, std::string_view text, std::string_view content) {
+std::string replace_all(const Regex& regex, std::string_view text, std::string_view content, bool* keeps_start) {
   std::vector<std::pair<std::size_t, std::size_t>> matches;
   regex.find_all(text, matches);
   if (matches.empty()) return std::string(text);
+  if (keeps_start && matches.front().first == 0 && matches.front().second > 0) {
+    // HF aligns replacement characters with the last character matched, and without any the output starts
+    // at the first character after the match: only a match of the first character alone keeps the start.
+    *keeps_start = !content.empty() && matches.front().second <= utf8_length(static_cast<unsigned char>(text[0]));
+  }
   std::string out;
   out.reserve(text.size() + matches.size() * content.size());
   std::size_t last = 0;
@@ -165,10 +189,11 @@ std::unique_ptr<Normalizer> parse_normalizer(const JsonView& json) {
     for (std::size_t i = 0; i < list.size(); ++i) steps.push_back(parse_normalizer(list[i]));
     return std::make_unique<Sequence>(std::move(steps));
   }
-  if (type == "BertNormalizer" || type == "Nmt" || type == "Precompiled") {
+  if (type == "Precompiled") return parse_precompiled(json);
+  if (type == "BertNormalizer" || type == "Nmt") {
     json.at("type").fail("the " + type + " normalizer is not supported by ferry",
                          "ferry supports NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, "
-                         "ByteLevel and Sequence");
+                         "ByteLevel, Precompiled and Sequence");
   }
   json.at("type").fail("unknown normalizer type \"" + type + "\"");
 }

@@ -4,11 +4,12 @@
 // piece starts in the original input (Metaspace's prepend_scheme "first" prepends only to the piece that
 // starts at offset 0).
 //
-// Offsets are exact while a piece is an unmodified slice of the input (`aligned`). Once a normalizer
-// has rewritten it, a sub-piece that starts at byte 0 keeps the parent's start and any other sub-piece
-// is treated as starting after it; HF would consult per-character alignments instead, which differs
-// only for normalizers that delete or prepend characters followed by a splitting pre-tokenizer and a
-// "first" Metaspace.
+// Offsets are exact while a piece is an unmodified slice of the input (`aligned`). A piece whose
+// normalizer removed its leading characters counts as starting one byte later (HF: where its first
+// character came from; see Normalizer::normalize). Once a normalizer has rewritten it, a sub-piece that
+// starts at byte 0 keeps the parent's start and any other sub-piece is treated as starting after it;
+// HF would consult per-character alignments instead, which differs only for normalizers that delete or
+// prepend characters followed by a splitting pre-tokenizer and a "first" Metaspace.
 #pragma once
 
 #include <cstddef>

@@ -16,6 +16,7 @@
 #include "text/normalizer.h"
 #include "text/post_processor.h"
 #include "text/pre_tokenizer.h"
+#include "text/unigram.h"
 #include "text/unicode.h"
 
 namespace ferry::text {
@@ -23,7 +24,7 @@ namespace ferry::text {
 struct Tokenizer::Impl {
   std::unique_ptr<detail::Normalizer> normalizer;
   std::unique_ptr<detail::PreTokenizer> pre_tokenizer;
-  std::unique_ptr<detail::Bpe> model;
+  std::unique_ptr<detail::Model> model;
   std::unique_ptr<detail::PostProcessor> post_processor;
   std::unique_ptr<detail::Decoder> decoder;
   detail::AddedVocabulary added;
@@ -32,17 +33,20 @@ struct Tokenizer::Impl {
 
 namespace {
 
-std::unique_ptr<detail::Bpe> parse_model(const detail::JsonView& model) {
+std::unique_ptr<detail::Model> parse_model(const detail::JsonView& model) {
   model.expect_object();
   std::string type = "BPE";
   if (auto t = model.get("type")) {
     type = t->as_string();
+  } else if (model.has("vocab") && model.at("vocab").raw().is_array()) {
+    type = "Unigram";  // HF tries each model in turn for an untagged one; a list of [piece, score] is Unigram
   } else if (!model.has("merges")) {
-    model.fail("model has no \"type\" and no \"merges\"", "ferry reads BPE models");
+    model.fail("model has no \"type\" and no \"merges\"", "ferry reads BPE and Unigram models");
   }
   if (type == "BPE") return detail::Bpe::parse(model);
-  if (type == "WordPiece" || type == "WordLevel" || type == "Unigram") {
-    model.at("type").fail("the " + type + " model is not supported by ferry", "ferry supports BPE models");
+  if (type == "Unigram") return detail::Unigram::parse(model);
+  if (type == "WordPiece" || type == "WordLevel") {
+    model.at("type").fail("the " + type + " model is not supported by ferry", "ferry supports BPE and Unigram models");
   }
   model.at("type").fail("unknown model type \"" + type + "\"");
 }

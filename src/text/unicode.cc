@@ -152,6 +152,20 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
+std::size_t grapheme_end(std::string_view s, std::size_t begin) {
+  std::size_t i = begin;
+  auto prev = static_cast<utf8proc_int32_t>(next_code_point(s, i));
+  utf8proc_int32_t state = 0;  // utf8proc: may start at zero after any break
+  while (i < s.size()) {
+    std::size_t next = i;
+    const auto cp = static_cast<utf8proc_int32_t>(next_code_point(s, next));
+    if (utf8proc_grapheme_break_stateful(prev, cp, &state)) break;
+    prev = cp;
+    i = next;
+  }
+  return i;
+}
+
 std::string normalize(std::string_view s, NormalForm form) {
   bool ascii = true;
   for (char c : s) ascii = ascii && static_cast<unsigned char>(c) < 0x80;

@@ -45,6 +45,10 @@ bool is_combining_mark(char32_t cp);
 /// Rust's str::to_lowercase for each character (full mapping: U+0130 becomes "i̇").
 std::string lowercase(std::string_view s);
 
+/// End of the extended grapheme cluster (UAX #29, through libutf8proc) that starts at s[begin]; Rust's
+/// unicode-segmentation `graphemes(true)` cuts text the same way, up to the Unicode versions' differences.
+std::size_t grapheme_end(std::string_view s, std::size_t begin);
+
 enum class NormalForm { NFC, NFD, NFKC, NFKD };
 std::string normalize(std::string_view s, NormalForm form);
 

@@ -4,13 +4,14 @@
 // PreTrainedTokenizerFast wraps the same object. ferry reads the same file and reproduces its encode and
 // decode exactly (tests compare against the `tokenizers` package itself) for the components ferry
 // supports:
-//   normalizer:     NFC NFD NFKC NFKD Lowercase Strip StripAccents Replace Prepend ByteLevel Sequence
+//   normalizer:     NFC NFD NFKC NFKD Lowercase Strip StripAccents Replace Prepend ByteLevel Precompiled
+//                   Sequence
 //   pre_tokenizer:  ByteLevel Split Metaspace Digits WhitespaceSplit Sequence
 //   model:          BPE (byte_fallback, unk_token, fuse_unk, ignore_merges, continuing_subword_prefix,
-//                   end_of_word_suffix; dropout must be null)
+//                   end_of_word_suffix; dropout must be null), Unigram (unk_id, byte_fallback)
 //   post_processor: TemplateProcessing ByteLevel RobertaProcessing BertProcessing Sequence
 //   decoder:        ByteLevel Metaspace Replace ByteFallback Fuse Strip BPEDecoder WordPiece Sequence
-// A valid file using anything else (a WordPiece or Unigram model, BertNormalizer, ...) is refused with a
+// A valid file using anything else (a WordPiece model, BertNormalizer, ...) is refused with a
 // ferry::Error naming the component; a malformed file with one naming the field. Truncation and padding
 // settings are ignored with a logged warning: they shape batches, not ids.
 //
