@@ -157,6 +157,24 @@ TEST_F(T5Reference, PlansEqualAcceleratesForT5Folders) {
   }
 }
 
+// Text in, text out: a folder with a real T5 tokenizer (SentencePiece Unigram converted by transformers) gives
+// transformers' input ids for the prompt (</s> appended) and generate()'s tokens and text.
+TEST_F(T5Reference, TextPromptsGiveTransformersIdsAndText) {
+  nlohmann::json want;
+  std::ifstream(root_->path() / "t5_text.generate.json") >> want;
+  const fs::path folder = root_->path() / "t5_text";
+  const text::Tokenizer tok = text::Tokenizer::from_file(folder / "tokenizer.json");
+  const std::string prompt = want["prompt"].get<std::string>();
+  EXPECT_EQ(tok.encode(prompt), want["input_ids"].get<std::vector<text::TokenId>>());
+  auto model = AutoModelForSeq2SeqLM::from_pretrained(folder);
+  text::GenerateOptions o;
+  o.stop.max_new_tokens = 10;
+  o.stop.eos_token_ids = {1};
+  const text::GenerateResult r = text::generate(*model, tok, prompt, o);
+  EXPECT_EQ(r.generated_ids, want["generated_ids"].get<std::vector<text::TokenId>>());
+  EXPECT_EQ(r.text, want["text"].get<std::string>());
+}
+
 TEST(T5, RelativePositionBucketsAreTransformers) {
   // Values from transformers' T5Attention._relative_position_bucket (32 buckets, max distance 128).
   EXPECT_EQ(t5_relative_position_bucket(0, true, 32, 128), 0);

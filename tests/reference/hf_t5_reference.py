@@ -86,6 +86,48 @@ def main():
         with open(folder + ".plans.json", "w") as f:
             json.dump(plans(folder, cls), f)
         print(name, "written")
+    text_case(a.root)
+    print("t5_text written")
+
+
+def text_case(root):
+    """t5_text: a T5 v1.1 folder with a real T5 tokenizer (a SentencePiece Unigram model trained on a small corpus,
+    converted by transformers' T5Tokenizer: Precompiled nmt_nfkc, Metaspace, </s> appended, 100 extra ids), and
+    transformers' generate() on a text prompt: ROOT/t5_text.generate.json = {prompt, input_ids, generated_ids, text}."""
+    import io
+    import random
+    import sentencepiece as spm
+    from transformers import T5Tokenizer
+    rng = random.Random(3)
+    words = ("the house is small big green red blue translate English to German French summarize question answer "
+             "a of and in on with for dog cat tree river city water fire over under quick brown fox jumps lazy").split()
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 10))) + rng.choice([".", "!", "?", ""])
+             for _ in range(400)]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, model_type="unigram",
+                                   vocab_size=120, hard_vocab_limit=False, num_threads=1, minloglevel=2,
+                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, normalization_rule_name="nmt_nfkc")
+    folder = os.path.join(root, "t5_text")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "spiece.model"), "wb") as f:
+        f.write(model.getvalue())
+    tok = T5Tokenizer.from_pretrained(folder)
+    tok.save_pretrained(folder)
+    # num_decoder_layers = num_layers: transformers 5.24 sizes generate()'s cache by num_layers (IndexError otherwise)
+    config = T5Config(**{**SIZES, "vocab_size": ((len(tok) + 15) // 16) * 16, "num_decoder_layers": 2},
+                      feed_forward_proj="gated-gelu")
+    torch.manual_seed(11)
+    T5ForConditionalGeneration(config).eval().save_pretrained(folder)
+    os.remove(os.path.join(folder, "spiece.model"))  # ferry reads tokenizer.json
+    model = T5ForConditionalGeneration.from_pretrained(folder).eval()
+    prompt = "translate English to German: the quick brown fox jumps over the lazy dog."
+    ids = tok(prompt, return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=10, do_sample=False, decoder_start_token_id=0)
+    gen = out[0, 1:].tolist()
+    with open(os.path.join(root, "t5_text.generate.json"), "w") as f:
+        json.dump({"prompt": prompt, "input_ids": ids[0].tolist(), "generated_ids": gen,
+                   "text": tok.decode(gen, skip_special_tokens=True)}, f)
 
 
 def plans(folder, cls):
