@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -23,6 +24,23 @@ namespace ferry::cli {
 namespace {
 
 nlohmann::json config_json(const DemoShape& s) {
+  if (s.arch == "t5")
+    return {{"architectures", {"T5ForConditionalGeneration"}},
+            {"model_type", "t5"},
+            {"d_model", s.hidden},
+            {"d_ff", s.intermediate},
+            {"d_kv", s.hidden / s.heads},
+            {"num_layers", s.layers},
+            {"num_decoder_layers", s.layers},
+            {"num_heads", s.heads},
+            {"vocab_size", s.vocab},
+            {"feed_forward_proj", "gated-gelu"},
+            {"tie_word_embeddings", false},
+            {"pad_token_id", 0},
+            {"eos_token_id", 1},
+            {"decoder_start_token_id", 0},
+            {"torch_dtype", "bfloat16"},
+            {"_ferry_note", "random weights made by `ferry demo --arch t5`: the text it generates is meaningless"}};
   return {{"architectures", {"LlamaForCausalLM"}},
           {"model_type", "llama"},
           {"hidden_size", s.hidden},
@@ -114,6 +132,56 @@ nlohmann::json tokenizer_json(int64_t vocab) {
   return j;
 }
 
+// T5's layout (<pad> </s> <unk>, then SentencePiece pieces with log-probability scores) as a Unigram
+// tokenizer.json: Metaspace pre-tokenizer and decoder, </s> appended, filled to exactly `vocab` pieces.
+nlohmann::json t5_tokenizer_json(int64_t vocab) {
+  const std::string sp = "\xe2\x96\x81";  // ▁
+  std::vector<std::string> chars;
+  for (char c = 'a'; c <= 'z'; ++c) chars.emplace_back(1, c);
+  for (char c = 'A'; c <= 'Z'; ++c) chars.emplace_back(1, c);
+  for (char c = '0'; c <= '9'; ++c) chars.emplace_back(1, c);
+  for (char c : std::string(".,;:!?'\"-()")) chars.emplace_back(1, c);
+  nlohmann::json pieces = nlohmann::json::array();
+  std::set<std::string> seen;
+  double score = -2.0;
+  auto add = [&](const std::string& piece, double s) {
+    if (static_cast<int64_t>(pieces.size()) < vocab && seen.insert(piece).second) pieces.push_back({piece, s});
+  };
+  add("<pad>", 0.0);
+  add("</s>", 0.0);
+  add("<unk>", 0.0);
+  add(sp, -2.0);
+  for (const auto& c : chars) add(c, score -= 0.01), add(sp + c, score -= 0.01);
+  for (const auto& a : chars)
+    for (const auto& b : chars) add(sp + a + b, score -= 0.001), add(a + b, score -= 0.001);
+  for (int64_t i = 0; static_cast<int64_t>(pieces.size()) < vocab; ++i) add(fmt::format("<extra_id_{}>", i), 0.0);
+  auto special = [](int id, const char* content) {
+    return nlohmann::json{{"id", id},        {"content", content}, {"single_word", false}, {"lstrip", false},
+                          {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  const nlohmann::json metaspace = {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", "always"},
+                                    {"split", true}};
+  nlohmann::json j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  j["added_tokens"] = {special(0, "<pad>"), special(1, "</s>"), special(2, "<unk>")};
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = metaspace;
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
+      {"pair",
+       {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+        {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "B"}, {"type_id", 0}}}},
+        {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"</s>", {{"id", "</s>"}, {"ids", {1}}, {"tokens", {"</s>"}}}}}}};
+  j["decoder"] = metaspace;
+  j["model"] = {{"type", "Unigram"}, {"unk_id", 2}, {"vocab", pieces}, {"byte_fallback", false}};
+  return j;
+}
+
 // Fills a bf16 tensor with uniform values of the given mean and standard deviation; each chunk has its own
 // seed, so the folder is the same on every machine and thread count.
 void fill_uniform_bf16(Tensor& t, uint64_t seed, double mean, double stddev) {
@@ -145,9 +213,15 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
-DemoShape demo_shape(const std::string& name) {
+DemoShape demo_shape(const std::string& name, const std::string& arch) {
+  if (arch == "t5") {
+    if (name == "t5-base" || name == "tinyllama") return DemoShape{"t5", "t5-base", 768, 2048, 12, 12, 12, 32128};
+    if (name == "tiny") return DemoShape{"t5", "t5-tiny", 128, 256, 3, 4, 4, 4096};
+    throw Error("unknown T5 demo size '" + name + "'", "--size", "use t5-base (default) or tiny");
+  }
+  if (arch != "llama") throw Error("unknown demo architecture '" + arch + "'", "--arch", "use llama (default) or t5");
   if (name == "tinyllama") return DemoShape{};
-  if (name == "tiny") return DemoShape{"tiny", 128, 352, 4, 4, 2, 2048};
+  if (name == "tiny") return DemoShape{"llama", "tiny", 128, 352, 4, 4, 2, 2048};
   throw Error("unknown demo size '" + name + "'", "--size", "use tinyllama (default) or tiny");
 }
 
@@ -163,14 +237,23 @@ std::filesystem::path ensure_demo_model(const DemoShape& shape, const std::files
   std::filesystem::create_directories(dir);
   const nlohmann::json config = config_json(shape);
   write_text(dir / "config.json", config.dump(2));
-  write_text(dir / "tokenizer.json", tokenizer_json(shape.vocab).dump());
+  const bool t5 = shape.arch == "t5";
+  write_text(dir / "tokenizer.json", (t5 ? t5_tokenizer_json(shape.vocab) : tokenizer_json(shape.vocab)).dump());
 
-  std::shared_ptr<models::CausalLM> skeleton;
+  std::shared_ptr<nn::Module> skeleton;
   {
     auto guard = nn::init_empty_weights();
-    skeleton = models::AutoModelForCausalLM::from_config(models::ConfigJson::from_json(config), DType::BF16);
+    const auto c = models::ConfigJson::from_json(config);
+    if (t5) skeleton = models::AutoModelForSeq2SeqLM::from_config(c, DType::BF16);
+    else skeleton = models::AutoModelForCausalLM::from_config(c, DType::BF16);
   }
-  const auto tensors = skeleton->state_dict();
+  // Tied tensors (T5's shared = encoder/decoder embed_tokens) are written once, under their first name.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, t] : skeleton->state_dict()) {
+    bool tied = false;
+    for (const auto& [other, u] : tensors) tied = tied || u.is_same(t);
+    if (!tied) tensors.emplace_back(name, t);
+  }
   int64_t total = 0;
   for (const auto& [name, t] : tensors) total += static_cast<int64_t>(t.nbytes());
   const int64_t shard_limit = std::max<int64_t>(total / 3 + 1, 1 << 20);
@@ -201,7 +284,7 @@ std::filesystem::path ensure_demo_model(const DemoShape& shape, const std::files
       const auto& [name, meta] = tensors[i];
       Tensor t = Tensor::empty(meta.shape(), DType::BF16);
       const bool is_norm = name.find("norm") != std::string::npos;
-      const bool is_embed = name.find("embed_tokens") != std::string::npos;
+      const bool is_embed = name.find("embed_tokens") != std::string::npos || name == "shared.weight";
       const double fan_in = static_cast<double>(meta.shape().back());
       fill_uniform_bf16(t, i, is_norm ? 1.0 : 0.0, is_norm ? 0.1 : is_embed ? 1.0 : 1.0 / std::sqrt(fan_in));
       sd.insert(name, t);

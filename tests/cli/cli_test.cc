@@ -424,6 +424,17 @@ TEST_F(FerryCli, T5FoldersGeneratePlanInspectAndBench) {
   EXPECT_CONTAINS(batch.err, "encoder-decoder");
 }
 
+TEST_F(FerryCli, DemoRunsAnOffloadedT5) {
+  CliRun r = ferry("demo --arch t5 --size tiny -n 4 --verify-steps 2 --cache-dir " + (dir_ / "cache").string());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_CONTAINS(r.out, "T5 (encoder-decoder)");
+  EXPECT_CONTAINS(r.out, "disk");
+  EXPECT_CONTAINS(r.out, "max |offloaded - resident| logit difference: 0");
+  CliRun bad = ferry("demo --arch gpt5");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_CONTAINS(bad.err, "unknown demo architecture");
+}
+
 TEST_F(FerryCli, TokenizeRoundTrips) {
   CliRun enc = ferry("tokenize -m " + model_.string() + " \"the river\"");
   ASSERT_EQ(enc.code, 0) << enc.err;
