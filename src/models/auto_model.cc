@@ -296,15 +296,17 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
 bool is_seq2seq_config(const ConfigJson& config) {
   const std::string type = config.model_type();
   const std::optional<std::string> arch = config.architecture();
-  return type == "t5" || type == "mt5" ||
-         (arch && (*arch == "T5ForConditionalGeneration" || *arch == "MT5ForConditionalGeneration"));
+  return type == "t5" || type == "mt5" || type == "umt5" ||
+         (arch && (*arch == "T5ForConditionalGeneration" || *arch == "MT5ForConditionalGeneration" ||
+                   *arch == "UMT5ForConditionalGeneration"));
 }
 
 std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_config(const ConfigJson& config, DType dtype) {
   if (!is_seq2seq_config(config))
     config.fail("not an encoder-decoder model ferry implements: model_type \"" + config.model_type() + "\"",
-                "AutoModelForSeq2SeqLM loads T5ForConditionalGeneration and MT5ForConditionalGeneration (model_type "
-                "t5, mt5); decoder-only models load with AutoModelForCausalLM");
+                "AutoModelForSeq2SeqLM loads T5ForConditionalGeneration, MT5ForConditionalGeneration and "
+                "UMT5ForConditionalGeneration (model_type t5, mt5, umt5); decoder-only models load with "
+                "AutoModelForCausalLM");
   try {
     return make_t5(config, dtype);
   } catch (const Error& e) {

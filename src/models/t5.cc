@@ -63,7 +63,10 @@ T5Config T5Config::from_json(const ConfigJson& j) {
   if (it != j.json().end() && it->is_number_integer()) c.eos_token_ids = {it->get<int64_t>()};
   else if (it != j.json().end() && it->is_array()) c.eos_token_ids = it->get<std::vector<int64_t>>();
   const std::optional<std::string> arch = j.architecture();
-  c.architecture = c.model_type == "mt5" ? "MT5ForConditionalGeneration" : "T5ForConditionalGeneration";
+  c.per_layer_position_bias = c.model_type == "umt5";
+  c.architecture = c.model_type == "mt5"    ? "MT5ForConditionalGeneration"
+                   : c.model_type == "umt5" ? "UMT5ForConditionalGeneration"
+                                            : "T5ForConditionalGeneration";
   if (arch && *arch != c.architecture) c.architecture = *arch;
   return c;
 }
@@ -224,7 +227,7 @@ nn::Value T5Sublayer::forward(const nn::Args& args) {
 
 T5Block::T5Block(const T5Config& c, bool is_decoder, int64_t layer_idx, DType dtype) : is_decoder_(is_decoder) {
   layer = register_module("layer", std::make_shared<nn::ModuleList>());
-  const bool first = layer_idx == 0;
+  const bool first = layer_idx == 0 || c.per_layer_position_bias;
   layer->push_back(std::make_shared<T5Sublayer>(T5Sublayer::Kind::SelfAttention, c, first, is_decoder, layer_idx, dtype));
   if (is_decoder)
     layer->push_back(std::make_shared<T5Sublayer>(T5Sublayer::Kind::CrossAttention, c, false, true, layer_idx, dtype));
@@ -241,7 +244,8 @@ nn::Value T5Block::forward(const nn::Args& args) {
   return nn::Dict{{"hidden", h}, {"position_bias", self.dict().at("position_bias")}};
 }
 
-T5Stack::T5Stack(const T5Config& c, bool is_decoder, DType dtype) : is_decoder_(is_decoder) {
+T5Stack::T5Stack(const T5Config& c, bool is_decoder, DType dtype)
+    : is_decoder_(is_decoder), per_layer_bias_(c.per_layer_position_bias) {
   embed_tokens = register_module("embed_tokens", std::make_shared<nn::Embedding>(c.vocab_size, c.d_model, dtype));
   block = register_module("block", std::make_shared<nn::ModuleList>());
   const int64_t n = is_decoder ? c.num_decoder_layers : c.num_layers;
@@ -260,7 +264,7 @@ nn::Value T5Stack::forward(const nn::Args& args) {
   for (std::size_t i = 0; i < block->size(); ++i) {
     nn::Args block_args{hidden};
     block_args.kwargs = args.kwargs;
-    if (i > 0) block_args.with("position_bias", bias);
+    if (i > 0 && !per_layer_bias_) block_args.with("position_bias", bias);  // T5: block 0's bias for every block
     nn::Value out = (*block)[i](std::move(block_args));
     hidden = out.dict().at("hidden").tensor();
     bias = out.dict().at("position_bias");

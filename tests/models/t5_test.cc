@@ -71,7 +71,7 @@ class T5Reference : public ::testing::Test {
 };
 
 TEST_F(T5Reference, EveryVariantMatchesTransformersResidentAndOffloaded) {
-  for (const std::string name : {"t5_v10", "t5_v11", "mt5", "t5_v11_bf16", "t5_v11_f16"}) {
+  for (const std::string name : {"t5_v10", "t5_v11", "mt5", "umt5", "t5_v11_bf16", "t5_v11_f16"}) {
     const fs::path folder = root_->path() / name;
     // bf16 weights: transformers was run with them upcast to f32, which is what ferry computes.
     const double tol = name.find("f16") != std::string::npos ? 1e-4 : 1e-5;
@@ -173,6 +173,24 @@ TEST_F(T5Reference, TextPromptsGiveTransformersIdsAndText) {
   const text::GenerateResult r = text::generate(*model, tok, prompt, o);
   EXPECT_EQ(r.generated_ids, want["generated_ids"].get<std::vector<text::TokenId>>());
   EXPECT_EQ(r.text, want["text"].get<std::string>());
+}
+
+TEST(T5, ACheckpointOfOtherShapesNamesTheTensor) {
+  test::TempDir dir;
+  test::write_random_seq2seq_folder(dir.path(), test::tiny_t5_config());
+  nlohmann::json config = test::tiny_t5_config();
+  config["d_ff"] = 65;  // the checkpoint's FFN weights are [64, 32] / [32, 64]
+  std::ofstream(dir.path() / "config.json") << config.dump();
+  for (const bool resident : {true, false}) {
+    try {
+      FromPretrainedOptions o;
+      if (!resident) o.device_map = std::string("auto");
+      AutoModelForSeq2SeqLM::from_pretrained(dir.path(), o);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("DenseReluDense.wi_")) << resident;
+    }
+  }
 }
 
 TEST(T5, RelativePositionBucketsAreTransformers) {

@@ -2,7 +2,7 @@
 
 Variants: "t5_v10" (relu FFN, lm_head tied to shared, output scaled by d_model^-0.5), "t5_v11" (gated-gelu FFN,
 untied lm_head as in T5 v1.1 / T0pp / Flan-T5 checkpoints: written with its own lm_head.weight and
-tie_word_embeddings false), "mt5" (the v1.1 graph as MT5ForConditionalGeneration), each in f32 (t5_v10 in shards); "t5_v11_bf16" and
+tie_word_embeddings false), "mt5" (the v1.1 graph as MT5ForConditionalGeneration), "umt5" (a relative bias in every layer), each in f32 (t5_v10 in shards); "t5_v11_bf16" and
 "t5_v11_f16" in half precision (golden logits from the weights upcast to f32, what ferry computes). For each: input_ids [S] for the encoder, then greedy decoding from decoder_start_token_id for STEPS steps,
 one token per forward with the cache. Writes ROOT/NAME/ ROOT/NAME.golden.safetensors and ROOT/NAME.plans.json (Accelerate's
 infer_auto_device_map for several cpu budgets):
@@ -21,7 +21,7 @@ for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"
 import torch  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (MT5Config, MT5ForConditionalGeneration, T5Config,  # noqa: E402
-                          T5ForConditionalGeneration)
+                          T5ForConditionalGeneration, UMT5Config, UMT5ForConditionalGeneration)
 
 SIZES = dict(vocab_size=96, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3, num_heads=4,
              relative_attention_num_buckets=8, relative_attention_max_distance=20, dropout_rate=0.0)
@@ -75,6 +75,8 @@ def main():
         ("t5_v10", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="relu"), torch.float32, False),
         ("t5_v11", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="gated-gelu"), torch.float32, True),
         ("mt5", MT5ForConditionalGeneration, MT5Config(**SIZES, feed_forward_proj="gated-gelu"), torch.float32, True),
+        ("umt5", UMT5ForConditionalGeneration, UMT5Config(**SIZES, feed_forward_proj="gated-gelu"), torch.float32,
+         True),
         ("t5_v11_bf16", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="gated-gelu"),
          torch.bfloat16, True),
         ("t5_v11_f16", T5ForConditionalGeneration, T5Config(**SIZES, feed_forward_proj="gated-gelu"),

@@ -1,7 +1,8 @@
 // T5 (Raffel et al., 2020, "Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer",
 // arXiv 1910.10683): T5ForConditionalGeneration after transformers' models/t5/modeling_t5.py, for T5 v1.0 (relu
 // FFN, lm_head tied to `shared`, decoder output scaled by d_model^-0.5), T5 v1.1 / T0pp / Flan-T5 (gated-gelu FFN,
-// untied lm_head, no scaling) and MT5 (the v1.1 graph under model_type "mt5").
+// untied lm_head, no scaling), MT5 (the v1.1 graph under model_type "mt5") and UMT5 (the same graph with a
+// relative_attention_bias in every self-attention layer: model_type "umt5").
 //
 // Legend: S = encoder tokens, T = decoder tokens, C = d_model, H = num_heads, D = d_kv, F = d_ff, V = vocab_size.
 //
@@ -41,6 +42,8 @@ struct T5Config {
   bool scale_decoder_outputs = true;  // multiply the decoder output by d_model^-0.5 (T5 v1.0)
   int64_t decoder_start_token_id = 0, pad_token_id = 0;
   std::vector<int64_t> eos_token_ids = {1};
+  /// UMT5: every self-attention layer owns its relative_attention_bias (T5: only block 0, shared by the rest).
+  bool per_layer_position_bias = false;
 
   static T5Config from_json(const ConfigJson& json);
 };
@@ -134,7 +137,7 @@ class T5Stack : public nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 
  private:
-  bool is_decoder_;
+  bool is_decoder_, per_layer_bias_;
 };
 
 class T5ForConditionalGeneration : public Seq2SeqLM {
