@@ -112,7 +112,7 @@ T5Attention::T5Attention(const T5Config& c, bool has_relative_attention_bias, bo
         "relative_attention_bias", std::make_shared<nn::Embedding>(c.relative_attention_num_buckets, c.num_heads, dtype));
 }
 
-Tensor T5Attention::compute_bias(int64_t query_length, int64_t key_length, int64_t past) {
+Tensor T5Attention::compute_bias(int64_t query_length, int64_t key_length, int64_t past, Device device) {
   std::vector<int64_t> buckets;
   buckets.reserve(static_cast<std::size_t>(query_length * key_length));
   for (int64_t t = 0; t < query_length; ++t)
@@ -120,7 +120,7 @@ Tensor T5Attention::compute_bias(int64_t query_length, int64_t key_length, int64
       buckets.push_back(t5_relative_position_bucket(s - (past + t), !is_decoder_, num_buckets_, max_distance_));
   // values [T·S, H] -> bias [H, T, S]. Through the module, so that an offloaded weight is brought in by its hook.
   const Tensor values =
-      (*relative_attention_bias)(Tensor::from_vector(buckets, {query_length * key_length})).to(Device::cpu());
+      (*relative_attention_bias)(Tensor::from_vector(buckets, {query_length * key_length}).to(device)).to(Device::cpu());
   Tensor bias = Tensor::empty({num_heads_, query_length, key_length}, DType::F32);
   const float* src = values.data<float>();
   float* dst = bias.data<float>();
@@ -164,8 +164,8 @@ nn::Value T5Attention::forward(const nn::Args& args) {
   if (!is_cross_) {
     const nn::Value* given = args.kwarg("position_bias");
     if (given != nullptr && given->is_tensor()) bias = given->tensor();
-    else if (relative_attention_bias) bias = compute_bias(t, keys.size(0), past);
-    else bias = Tensor::zeros({num_heads_, t, keys.size(0)}, DType::F32);
+    else if (relative_attention_bias) bias = compute_bias(t, keys.size(0), past, x.device()).to(x.device());
+    else bias = Tensor::zeros({num_heads_, t, keys.size(0)}, DType::F32).to(x.device());
   }
   Tensor out = ops::attention_with_bias(qs, keys, values, bias, past, /*causal=*/is_decoder_ && !is_cross_, 1.0f);
   return nn::Dict{{"hidden", (*o)(out.reshape({t, num_heads_ * d_kv_}))}, {"position_bias", bias}};

@@ -10,13 +10,16 @@
 #include <fstream>
 
 #include "ferry/big_modeling/auto_device_map.h"
+#include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/nn/empty_weights.h"
+#include "ferry/nn/init.h"
 #include "ferry/io/safetensors.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/t5.h"
 #include "ferry/ops/gather.h"
 #include "ferry/text/generate.h"
+#include "support/cuda_device.h"
 #include "support/hf_folder.h"
 
 namespace ferry::models {
@@ -173,6 +176,47 @@ TEST_F(T5Reference, TextPromptsGiveTransformersIdsAndText) {
   const text::GenerateResult r = text::generate(*model, tok, prompt, o);
   EXPECT_EQ(r.generated_ids, want["generated_ids"].get<std::vector<text::TokenId>>());
   EXPECT_EQ(r.text, want["text"].get<std::string>());
+}
+
+// T5 on an accelerator `gpu` against the cpu, resident and with part of it offloaded to cpu and disk; rel_tol 0 =
+// bit for bit (the virtual accelerator: host memory behind the accelerator code paths).
+void t5_on_accelerator(Device gpu, double rel_tol) {
+  test::TempDir dir, offload("ferry-offload");
+  nn::manual_seed(4);
+  test::write_random_seq2seq_folder(dir.path(), test::tiny_t5_config());
+  const Tensor input = Tensor::from_vector(std::vector<int64_t>{5, 9, 13, 2, 40, 1}, {6});
+  auto run = [&](Seq2SeqLM& m) {
+    std::vector<Tensor> rows;
+    const Tensor enc = m.encode(input);
+    auto cache = m.make_cache();
+    int64_t next = 0;
+    for (int i = 0; i < 4; ++i) {
+      rows.push_back(m.decode(Tensor::from_vector(std::vector<int64_t>{next}, {1}), enc, cache, 1).to(Device::cpu()));
+      next = ops::argmax(rows.back()).to_vector<int64_t>()[0];
+    }
+    return rows;
+  };
+  const auto want = run(*AutoModelForSeq2SeqLM::from_pretrained(dir.path()));
+  DeviceMap map{{"shared", gpu}, {"encoder", gpu}, {"decoder.embed_tokens", gpu}, {"decoder.block.0", gpu},
+                {"decoder.block.1", Device::cpu()}, {"decoder.block.2", Device::disk()},
+                {"decoder.final_layer_norm", gpu}, {"decoder.dropout", gpu}, {"lm_head", gpu}};
+  for (const DeviceMap& m : {DeviceMap{{"", gpu}}, map}) {
+    const auto got =
+        run(*AutoModelForSeq2SeqLM::from_pretrained(dir.path(), {.device_map = m, .offload_folder = offload.path()}));
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_LE(test::max_abs_diff(got[i], want[i]), rel_tol * test::max_abs(want[i])) << i;
+  }
+}
+
+TEST(T5, RunsOnAnAcceleratorAsOnTheCpu) {
+  enable_virtual_devices(VirtualDeviceOptions{});
+  t5_on_accelerator(Device::virt(0), 0.0);
+  disable_virtual_devices();
+}
+
+TEST(CudaExecution, T5MatchesTheCpu) {
+  FERRY_REQUIRE_CUDA();
+  t5_on_accelerator(Device::cuda(0), 1e-4);
 }
 
 TEST(T5, ACheckpointOfOtherShapesNamesTheTensor) {

@@ -96,8 +96,8 @@ class AutoModelForCausalLM {
 };
 
 /// transformers' AutoModelForSeq2SeqLM: encoder-decoder models — T5ForConditionalGeneration (T5 v1.0, v1.1, T0pp,
-/// Flan-T5), MT5ForConditionalGeneration and UMT5ForConditionalGeneration (t5.h). The same options, plans, offload and prefetch as
-/// AutoModelForCausalLM; no_split_module_classes defaults to T5Block.
+/// Flan-T5), MT5ForConditionalGeneration and UMT5ForConditionalGeneration (t5.h). The same options, plans, offload
+/// and prefetch as AutoModelForCausalLM; no_split_module_classes defaults to T5Block.
 ///   auto t0 = AutoModelForSeq2SeqLM::from_pretrained("T0pp", {.device_map = std::string("auto"), .dtype = DType::F16});
 ///   Tensor enc = t0->encode(input_ids);
 class AutoModelForSeq2SeqLM {

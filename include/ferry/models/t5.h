@@ -66,8 +66,9 @@ class T5Attention : public nn::Module {
   nn::Value forward(const nn::Args& args) override;
   using nn::Module::operator();
 
-  /// The bias of `query_length` queries at positions past .. past + query_length - 1 over `key_length` keys.
-  Tensor compute_bias(int64_t query_length, int64_t key_length, int64_t past);
+  /// The bias [H, T, S] (on the cpu) of `query_length` queries at positions past .. past + query_length - 1 over
+  /// `key_length` keys; the bucket ids go to `device`, where the module runs.
+  Tensor compute_bias(int64_t query_length, int64_t key_length, int64_t past, Device device);
 
   std::shared_ptr<nn::Linear> q, k, v, o;
   std::shared_ptr<nn::Embedding> relative_attention_bias;  // block 0 of self-attention only

@@ -1,6 +1,7 @@
 // ops::attention_with_bias on cpu (see attention.h): one task per (query, head), scores in f32 with the bias row
 // added, a stable softmax, then the weighted sum of value rows. Plain loops: T5's heads are small (d_kv 64) and
-// attention is a small part of its time next to the linear layers.
+// attention is a small part of its time next to the linear layers. Inputs on an accelerator are computed here too
+// (copied to the host and back) until a device kernel exists.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,10 +21,17 @@ Tensor attention_with_bias(const Tensor& q, const Tensor& k_in, const Tensor& v_
   if (q.dim() != 3 || k_in.dim() != 3 || v_in.dim() != 3)
     cpu::fail(op, fmt::format("{}, {}, {} must be [T, H, D], [S, H, D], [S, H, Dv]", cpu::describe("q", q),
                               cpu::describe("k", k_in), cpu::describe("v", v_in)));
-  for (const Tensor* t : {&q, &k_in, &v_in, &bias})
+  // No accelerator kernel yet: tensors on an accelerator are computed on the host and the result copied back.
+  if (!q.device().is_cpu()) {
+    const Device d = q.device();
+    const Tensor b = bias.defined() ? bias.to(Device::cpu()) : Tensor();
+    return attention_with_bias(q.to(Device::cpu()), k_in.to(Device::cpu()), v_in.to(Device::cpu()), b, q_offset,
+                               causal, scale)
+        .to(d);
+  }
+  for (const Tensor* t : {&k_in, &v_in, &bias})
     if (t->defined() && !t->device().is_cpu())
-      cpu::fail(op, "runs on the cpu only (got a tensor on " + t->device().str() + ")",
-                "place T5's attention modules on the cpu (device_map), or run the model resident");
+      cpu::fail(op, "q is on the cpu but another input is on " + t->device().str(), "keep q, k, v and bias together");
   const Tensor k = k_in.to(DType::F32), v = v_in.to(DType::F32);
   const int64_t T = q.size(0), H = q.size(1), D = q.size(2), S = k.size(0), Dv = v.size(2);
   if (k.size(1) != H || v.size(1) != H || k.size(2) != D || v.size(0) != S)
