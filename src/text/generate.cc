@@ -23,14 +23,22 @@ Tensor token_ids_tensor(std::span<const TokenId> ids) {
   return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
 }
 
-void check_prompt(const models::CausalLM& model, std::span<const TokenId> prompt_ids) {
+namespace {
+
+// A prompt of at least one id, every id in [0, vocab).
+void check_ids(std::span<const TokenId> prompt_ids, int64_t vocab) {
   if (prompt_ids.empty()) throw Error("the prompt is empty", "generate", "give at least one token (e.g. BOS)");
-  const int64_t vocab = model.info().vocab_size;
   for (TokenId id : prompt_ids)
     if (id < 0 || id >= vocab)
       throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " +
                       std::to_string(vocab) + ")",
                   "generate");
+}
+
+}  // namespace
+
+void check_prompt(const models::CausalLM& model, std::span<const TokenId> prompt_ids) {
+  check_ids(prompt_ids, model.info().vocab_size);
   const int64_t context = context_length(model);
   if (static_cast<int64_t>(prompt_ids.size()) >= context)
     throw Error("the prompt has " + std::to_string(prompt_ids.size()) + " tokens but the model's context is " +
@@ -72,13 +80,7 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
 
 GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
                         const GenerateOptions& options, const TokenCallback& on_token) {
-  if (prompt_ids.empty()) throw Error("the prompt is empty", "generate", "give at least one token (e.g. EOS)");
-  const int64_t vocab = model.info().vocab_size;
-  for (TokenId id : prompt_ids)
-    if (id < 0 || id >= vocab)
-      throw Error("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " +
-                      std::to_string(vocab) + ")",
-                  "generate");
+  check_ids(prompt_ids, model.info().vocab_size);
   const TokenId start = static_cast<TokenId>(model.info().decoder_start_token_id);
   const TokenId first[] = {start};
   detail::SequenceDecoder seq(tokenizer, first, options, on_token);

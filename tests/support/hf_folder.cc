@@ -237,6 +237,11 @@ std::shared_ptr<models::Seq2SeqLM> write_random_seq2seq_folder(const fs::path& f
   return model;
 }
 
+std::vector<std::pair<std::string, nlohmann::json>> tiny_causal_configs() {
+  return {{"llama", tiny_llama_config()}, {"mistral", tiny_mistral_config()}, {"qwen2", tiny_qwen2_config()},
+          {"gpt2", tiny_gpt2_config()},   {"gptj", tiny_gptj_config()}};
+}
+
 nlohmann::json tiny_t5_config() {
   return {{"architectures", {"T5ForConditionalGeneration"}}, {"model_type", "t5"}, {"vocab_size", 96},
           {"d_model", 32}, {"d_kv", 8}, {"d_ff", 64}, {"num_layers", 2}, {"num_decoder_layers", 3}, {"num_heads", 4},

@@ -75,7 +75,9 @@ std::shared_ptr<models::CausalLM> write_random_hf_folder(const std::filesystem::
 /// The same for an encoder-decoder config (T5): built with AutoModelForSeq2SeqLM.
 std::shared_ptr<models::Seq2SeqLM> write_random_seq2seq_folder(const std::filesystem::path& folder,
                                                                const nlohmann::json& config, DType dtype = DType::F32);
-nlohmann::json tiny_t5_config();      // T5 v1.1-style: gated-gelu, untied head, 2 encoder + 3 decoder layers
+nlohmann::json tiny_t5_config();
+/// Every decoder-only family's tiny config with its name: llama, mistral, qwen2, gpt2, gptj.
+std::vector<std::pair<std::string, nlohmann::json>> tiny_causal_configs();      // T5 v1.1-style: gated-gelu, untied head, 2 encoder + 3 decoder layers
 nlohmann::json tiny_llama_config();   // GQA 4/2 heads, untied
 nlohmann::json tiny_mistral_config(); // sliding_window 3
 nlohmann::json tiny_qwen2_config();   // q/k/v biases, tied, sliding window on layer 1
