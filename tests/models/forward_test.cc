@@ -22,11 +22,9 @@ struct Arch {
 };
 
 std::vector<Arch> architectures() {
-  return {{"llama", test::tiny_llama_config()},
-          {"mistral", test::tiny_mistral_config()},
-          {"qwen2", test::tiny_qwen2_config()},
-          {"gpt2", test::tiny_gpt2_config()},
-          {"gptj", test::tiny_gptj_config()}};
+  std::vector<Arch> out;
+  for (auto& [name, config] : test::tiny_causal_configs()) out.push_back({name, config});
+  return out;
 }
 
 std::shared_ptr<CausalLM> random_model(const nlohmann::json& config, DType dtype = DType::F32) {
