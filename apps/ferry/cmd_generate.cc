@@ -167,9 +167,6 @@ void add_generate_command(CLI::App& app) {
     }
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
     if (!f->input.empty()) {
-      if (lm.seq2seq)
-        throw Error("batched generation (-i) is not supported for encoder-decoder models yet", lm.architecture,
-                    "generate one prompt at a time: -p TEXT or --interactive");
       run_batch(*f, lm, tok, batch_prompts);
       return;
     }

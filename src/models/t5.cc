@@ -129,8 +129,54 @@ Tensor T5Attention::compute_bias(int64_t query_length, int64_t key_length, int64
   return bias;
 }
 
+// A Seq2SeqBatch: every projection runs on all rows; attention runs per sequence against its own caches (and
+// encoder output), with its own position bias (a list of them is passed between blocks).
+nn::Value T5Attention::forward_batch(const nn::Args& args, const Seq2SeqBatch& batch) {
+  const Tensor& x = args[0].tensor();
+  const int64_t t = x.size(0);
+  if (batch.total_tokens() != t)
+    throw Error("the batch has " + std::to_string(batch.total_tokens()) + " token rows but the layer got " +
+                    std::to_string(t),
+                type_name());
+  Tensor qs = (*q)(x).reshape({t, num_heads_, d_kv_});
+  Tensor ks, vs;
+  if (!is_cross_) {
+    ks = (*k)(x).reshape({t, num_heads_, d_kv_});
+    vs = (*v)(x).reshape({t, num_heads_, d_kv_});
+  }
+  const nn::Value* given = args.kwarg("position_bias");
+  const bool have_biases = given != nullptr && given->is_list();
+  nn::List biases;
+  Tensor out = Tensor::empty({t, num_heads_, d_kv_}, DType::F32, x.device());
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const int64_t a = batch.offset(i), b = a + batch[i].tokens;
+    EncoderDecoderCache& cache = *batch[i].cache;
+    Tensor keys, values, bias;
+    int64_t past = 0;
+    if (is_cross_) {
+      if (!cache.cross(layer_idx_).first.defined()) {
+        const Tensor enc = batch[i].encoder_outputs.to(x.device());
+        cache.set_cross(layer_idx_, (*k)(enc).reshape({enc.size(0), num_heads_, d_kv_}),
+                        (*v)(enc).reshape({enc.size(0), num_heads_, d_kv_}));
+      }
+      std::tie(keys, values) = cache.cross(layer_idx_);
+    } else {
+      past = cache.self_attention().seq_length(layer_idx_);
+      std::tie(keys, values) = cache.self_attention().update(layer_idx_, ks.slice(a, b), vs.slice(a, b));
+      if (have_biases) bias = given->list()[static_cast<std::size_t>(i)].tensor();
+      else if (relative_attention_bias) bias = compute_bias(b - a, keys.size(0), past, x.device()).to(x.device());
+      else bias = Tensor::zeros({num_heads_, b - a, keys.size(0)}, DType::F32).to(x.device());
+    }
+    out.slice(a, b).copy_from(ops::attention_with_bias(qs.slice(a, b), keys, values, bias, past, !is_cross_, 1.0f));
+    biases.push_back(bias);
+  }
+  return nn::Dict{{"hidden", (*o)(out.reshape({t, num_heads_ * d_kv_}))}, {"position_bias", biases}};
+}
+
 // x: [T, C] -> Dict{hidden [T, C], position_bias}
 nn::Value T5Attention::forward(const nn::Args& args) {
+  if (is_decoder_)
+    if (const auto batch = seq2seq_batch_from_args(args)) return forward_batch(args, *batch);
   const Tensor& x = args[0].tensor();
   const int64_t t = x.size(0);
   Tensor qs = (*q)(x).reshape({t, num_heads_, d_kv_});
@@ -288,6 +334,7 @@ T5ForConditionalGeneration::T5ForConditionalGeneration(const T5Config& c, DType 
 // seq2seq_lm.h's forward contract.
 nn::Value T5ForConditionalGeneration::forward(const nn::Args& args) {
   const std::string where = type_name();
+  if (const auto batch = seq2seq_batch_from_args(args)) return forward_batch(args, *batch);
   Tensor encoder_out;
   if (const nn::Value* e = args.kwarg("encoder_outputs"); e != nullptr && e->is_tensor()) {
     encoder_out = e->tensor();
@@ -309,6 +356,32 @@ nn::Value T5ForConditionalGeneration::forward(const nn::Args& args) {
   if (config_.scale_decoder_outputs) hidden = ops::scale(hidden, static_cast<float>(1.0 / std::sqrt(double(config_.d_model))));
   return nn::Dict{{"logits", (*lm_head)(hidden)}, {"encoder_last_hidden_state", encoder_out},
                   {"past_key_values", cache_value(cache)}};
+}
+
+// The decoder over a Seq2SeqBatch (each sequence's caches and encoder output travel inside it); logits_to_keep
+// counts per sequence.
+nn::Value T5ForConditionalGeneration::forward_batch(const nn::Args& args, const Seq2SeqBatch& batch) {
+  const nn::Value* dec = args.kwarg("decoder_input_ids");
+  if (dec == nullptr || !dec->is_tensor() || dec->tensor().dtype() != DType::I64)
+    throw Error("a batched forward needs decoder_input_ids (i64)", type_name());
+  nn::Args dargs{dec->tensor().reshape({-1})};
+  dargs.with("past_key_values", *args.kwarg("past_key_values"));
+  Tensor hidden = (*decoder)(std::move(dargs)).tensor();
+  const int64_t keep = logits_to_keep_arg(args, type_name());
+  if (keep > 0) {
+    int64_t rows = 0;
+    for (int64_t i = 0; i < batch.size(); ++i) rows += std::min(keep, batch[i].tokens);
+    Tensor kept = Tensor::empty({rows, hidden.size(1)}, DType::F32, hidden.device());
+    int64_t r = 0;
+    for (int64_t i = 0; i < batch.size(); ++i) {
+      const int64_t end = batch.offset(i) + batch[i].tokens, n = std::min(keep, batch[i].tokens);
+      kept.slice(r, r + n).copy_from(hidden.slice(end - n, end));
+      r += n;
+    }
+    hidden = kept;
+  }
+  if (config_.scale_decoder_outputs) hidden = ops::scale(hidden, static_cast<float>(1.0 / std::sqrt(double(config_.d_model))));
+  return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", *args.kwarg("past_key_values")}};
 }
 
 std::shared_ptr<Seq2SeqLM> make_t5(const ConfigJson& config, DType dtype) {

@@ -46,6 +46,10 @@ void check_prompt(const models::CausalLM& model, std::span<const TokenId> prompt
                 "generate", "shorten the prompt");
 }
 
+void check_prompt(const models::Seq2SeqLM& model, std::span<const TokenId> prompt_ids) {
+  check_ids(prompt_ids, model.info().vocab_size);
+}
+
 int64_t context_length(const models::CausalLM& model) {
   const int64_t n = model.info().max_position_embeddings;
   return n > 0 ? n : INT64_MAX;
@@ -80,7 +84,7 @@ GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std
 
 GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
                         const GenerateOptions& options, const TokenCallback& on_token) {
-  check_ids(prompt_ids, model.info().vocab_size);
+  check_prompt(model, prompt_ids);
   const TokenId start = static_cast<TokenId>(model.info().decoder_start_token_id);
   const TokenId first[] = {start};
   detail::SequenceDecoder seq(tokenizer, first, options, on_token);

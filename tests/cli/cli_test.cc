@@ -390,7 +390,7 @@ TEST_F(FerryCli, BatchBadLinesFailAloneAndTheRunExitsWithAnError) {
 }
 
 // A T5 folder (encoder-decoder): generate, plan, inspect and bench work on it; generate gives the library's tokens,
-// resident and offloaded; batching it is a clear error.
+// resident and offloaded, alone and batched.
 TEST_F(FerryCli, T5FoldersGeneratePlanInspectAndBench) {
   const fs::path folder = dir_ / "t5";
   ferry::nn::manual_seed(3);
@@ -417,11 +417,17 @@ TEST_F(FerryCli, T5FoldersGeneratePlanInspectAndBench) {
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0]["test"], "enc16");
   EXPECT_EQ(b[1]["test"], "tg4");
+  // Batched: each prompt's result equals it alone.
   const fs::path prompts = dir_ / "t5_prompts.txt";
-  std::ofstream(prompts) << "{\"prompt_ids\": [5, 6]}\n";
-  CliRun batch = ferry("generate -m " + folder.string() + " -i " + prompts.string());
-  EXPECT_EQ(batch.code, 1);
-  EXPECT_CONTAINS(batch.err, "encoder-decoder");
+  std::ofstream(prompts) << "{\"prompt_ids\": [5, 6]}\n{\"prompt_ids\": [5, 6, 7, 8]}\n{\"prompt_ids\": [9]}\n";
+  CliRun batch = ferry("generate -m " + folder.string() + " -i " + prompts.string() + " -n 5 --batch 2 --json");
+  ASSERT_EQ(batch.code, 0) << batch.err;
+  std::istringstream lines(batch.out);
+  std::vector<nlohmann::json> got;
+  for (std::string line; std::getline(lines, line);) got.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1]["generated_ids"], nlohmann::json(want.generated_ids));
+  EXPECT_EQ(got[1]["prompt_ids"], nlohmann::json::parse("[5, 6, 7, 8]"));
 }
 
 TEST_F(FerryCli, DemoRunsAnOffloadedT5) {

@@ -18,6 +18,7 @@
 #include "ferry/models/auto_model.h"
 #include "ferry/models/t5.h"
 #include "ferry/ops/gather.h"
+#include "ferry/text/batch_generate.h"
 #include "ferry/text/generate.h"
 #include "support/cuda_device.h"
 #include "support/hf_folder.h"
@@ -217,6 +218,47 @@ TEST(T5, RunsOnAnAcceleratorAsOnTheCpu) {
 TEST(CudaExecution, T5MatchesTheCpu) {
   FERRY_REQUIRE_CUDA();
   t5_on_accelerator(Device::cuda(0), 1e-4);
+}
+
+// Batched generation (text::BatchGenerator over a Seq2SeqBatch): every sequence — inputs of different lengths,
+// greedy or sampled with its own seed, joining and leaving a batch of 2 — gets the tokens it gets alone.
+TEST(T5, BatchedGenerationEqualsEachSequenceAlone) {
+  for (const auto& [name, config] : {std::pair{"t5", test::tiny_t5_config()},
+                                     std::pair{"umt5", [] {
+                                                 auto c = test::tiny_t5_config();
+                                                 c["model_type"] = "umt5";
+                                                 c["architectures"] = {"UMT5ForConditionalGeneration"};
+                                                 return c;
+                                               }()}}) {
+    nn::manual_seed(6);
+    auto model = AutoModelForSeq2SeqLM::from_config(ConfigJson::from_json(config));
+    std::vector<std::vector<text::TokenId>> prompts = {{5, 9, 13, 2, 40, 1}, {7, 1}, {3, 3, 3, 3, 3, 3, 3, 3, 3, 1},
+                                                      {60}, {11, 12, 13, 1}};
+    std::vector<text::GenerateOptions> options(prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      options[i].stop.max_new_tokens = 3 + i;
+      options[i].record_logits = 2;
+      if (i % 2 == 1) options[i].sampling = {.do_sample = true, .temperature = 1.4f, .seed = 40 + i};
+    }
+    text::BatchGenerator gen(*model, nullptr, {.max_batch_size = 2});
+    for (std::size_t i = 0; i < prompts.size(); ++i) gen.add(prompts[i], options[i]);
+    const auto results = gen.run();
+    ASSERT_EQ(results.size(), prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_TRUE(results[i].ok()) << results[i].error;
+      const text::GenerateResult alone = text::generate(*model, nullptr, prompts[i], options[i]);
+      EXPECT_EQ(results[i].result.generated_ids, alone.generated_ids) << name << " " << i;
+      EXPECT_EQ(results[i].result.prompt_ids, prompts[i]);
+      for (std::size_t step = 0; step < alone.step_logits.size(); ++step) {
+        const auto& a = alone.step_logits[step];
+        const auto& b = results[i].result.step_logits[step];
+        double d = 0, m = 1e-30;
+        for (std::size_t j = 0; j < a.size(); ++j) d = std::max(d, double(std::abs(a[j] - b[j]))), m = std::max(m, double(std::abs(a[j])));
+        EXPECT_LE(d / m, 1e-5) << name << " " << i << " step " << step;
+      }
+    }
+    EXPECT_EQ(gen.kv_cache_bytes_reserved(), 0u);
+  }
 }
 
 TEST(T5, ACheckpointOfOtherShapesNamesTheTensor) {

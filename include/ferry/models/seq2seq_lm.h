@@ -47,6 +47,32 @@ nn::Value cache_value(std::shared_ptr<EncoderDecoderCache> cache);
 /// argument holds something else.
 std::shared_ptr<EncoderDecoderCache> encoder_decoder_cache_from_args(const nn::Args& args, std::string_view where);
 
+/// Several sequences through the decoder in one forward (batched generation): the rows of decoder_input_ids are
+/// each sequence's new tokens back to back, and each sequence has its own EncoderDecoderCache and encoder output,
+/// so sequences of any input and output lengths share the decoder's linear layers. Passed as "past_key_values".
+class Seq2SeqBatch {
+ public:
+  struct Sequence {
+    std::shared_ptr<EncoderDecoderCache> cache;
+    Tensor encoder_outputs;  // [S_i, C], from encode()
+    int64_t tokens = 1;      // new decoder tokens of this sequence in this forward
+  };
+  /// Throws ferry::Error for an empty batch, a null cache, an undefined encoder output, tokens < 1 or a shared cache.
+  explicit Seq2SeqBatch(std::vector<Sequence> sequences);
+  int64_t size() const noexcept { return static_cast<int64_t>(sequences_.size()); }
+  const Sequence& operator[](int64_t i) const { return sequences_[static_cast<std::size_t>(i)]; }
+  int64_t offset(int64_t i) const { return offsets_[static_cast<std::size_t>(i)]; }
+  int64_t total_tokens() const noexcept { return offsets_.back(); }
+
+ private:
+  std::vector<Sequence> sequences_;
+  std::vector<int64_t> offsets_;
+};
+
+nn::Value batch_value(std::shared_ptr<Seq2SeqBatch> batch);
+/// The Seq2SeqBatch given as "past_key_values", or nullptr.
+std::shared_ptr<Seq2SeqBatch> seq2seq_batch_from_args(const nn::Args& args);
+
 struct Seq2SeqLMInfo {
   std::string architecture;  // "T5ForConditionalGeneration"
   std::string model_type;    // "t5", "mt5", "umt5"
@@ -71,6 +97,9 @@ class Seq2SeqLM : public nn::Module {
   ///   Tensor logits = model->decode(start_ids, enc, cache, 1);   // [1, V]
   Tensor decode(const Tensor& decoder_ids, const Tensor& encoder_outputs,
                 const std::shared_ptr<EncoderDecoderCache>& cache, int64_t logits_to_keep = 0);
+  /// The same for a batch: decoder_ids holds batch[i].tokens ids of each sequence in turn; returns each sequence's
+  /// last min(logits_to_keep, tokens) rows (all for 0), in batch order.
+  Tensor decode(const Tensor& decoder_ids, const Seq2SeqBatch& batch, int64_t logits_to_keep = 0);
 
  protected:
   explicit Seq2SeqLM(Seq2SeqLMInfo info) : info_(std::move(info)) {}

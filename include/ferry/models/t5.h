@@ -69,6 +69,8 @@ class T5Attention : public nn::Module {
   /// The bias [H, T, S] (on the cpu) of `query_length` queries at positions past .. past + query_length - 1 over
   /// `key_length` keys; the bucket ids go to `device`, where the module runs.
   Tensor compute_bias(int64_t query_length, int64_t key_length, int64_t past, Device device);
+  /// The forward over a Seq2SeqBatch (decoder only): per-sequence caches, encoder outputs and position biases.
+  nn::Value forward_batch(const nn::Args& args, const Seq2SeqBatch& batch);
 
   std::shared_ptr<nn::Linear> q, k, v, o;
   std::shared_ptr<nn::Embedding> relative_attention_bias;  // block 0 of self-attention only
@@ -149,6 +151,7 @@ class T5ForConditionalGeneration : public Seq2SeqLM {
   nn::Value forward(const nn::Args& args) override;
   using nn::Module::operator();
   const T5Config& config() const noexcept { return config_; }
+  nn::Value forward_batch(const nn::Args& args, const Seq2SeqBatch& batch);
 
   std::shared_ptr<nn::Embedding> shared;
   std::shared_ptr<T5Stack> encoder, decoder;

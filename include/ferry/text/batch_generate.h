@@ -5,7 +5,9 @@
 // offloaded, fetched from RAM or disk — once per step for the whole batch instead of once per sequence. A
 // sequence leaves the batch the step it finishes and a waiting one takes its place; each has its own sampling
 // settings and seed, stop criteria, token callback and KV cache, and gives exactly the tokens generate() gives
-// it alone (up to f32 rounding of the batched kernels, far below the gap between two tokens' logits).
+// it alone (up to f32 rounding of the batched kernels, far below the gap between two tokens' logits). Decoder-only
+// models (KvCacheBatch) and encoder-decoder models (Seq2SeqBatch: the encoder once per sequence, the decoders
+// together).
 //
 // Hugging Face: there is no direct equivalent in transformers' generate (a padded batch runs in lock-step until
 // its longest member ends); this is the continuous batching of TGI / vLLM (Orca, OSDI '22), which transformers'
@@ -55,6 +57,10 @@ class BatchGenerator {
  public:
   /// `tokenizer` may be null (token ids only). The model must outlive the generator.
   BatchGenerator(models::CausalLM& model, const Tokenizer* tokenizer, BatchOptions options = {});
+  /// An encoder-decoder model (T5): each admitted sequence's prompt runs through the encoder once, then the
+  /// running sequences' decoders share one forward per step (models::Seq2SeqBatch). The KV budget counts each
+  /// sequence's decoder cache at 1 + max_new_tokens tokens plus its cross-attention keys and values.
+  BatchGenerator(models::Seq2SeqLM& model, const Tokenizer* tokenizer, BatchOptions options = {});
   ~BatchGenerator();
   BatchGenerator(const BatchGenerator&) = delete;
   BatchGenerator& operator=(const BatchGenerator&) = delete;
@@ -83,10 +89,13 @@ class BatchGenerator {
 
  private:
   struct Sequence;
+  BatchGenerator(models::CausalLM* causal, models::Seq2SeqLM* seq2seq, const Tokenizer* tokenizer,
+                 BatchOptions options);
   std::vector<SequenceResult> admit(int64_t& step_tokens);
   SequenceResult retire(Sequence& s);
 
-  models::CausalLM& model_;
+  models::CausalLM* causal_ = nullptr;
+  models::Seq2SeqLM* seq2seq_ = nullptr;
   const Tokenizer* tokenizer_;
   BatchOptions options_;
   mutable std::mutex queue_mutex_;  // guards waiting_, cancelled_ and next_id_

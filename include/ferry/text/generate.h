@@ -67,6 +67,8 @@ Tensor token_ids_tensor(std::span<const TokenId> ids);
 /// Throws ferry::Error for an empty prompt, an id outside the model's vocabulary, or a prompt that fills the
 /// context (no room for one generated token).
 void check_prompt(const models::CausalLM& model, std::span<const TokenId> prompt_ids);
+/// For an encoder-decoder model: a non-empty prompt of ids inside the vocabulary (no context limit).
+void check_prompt(const models::Seq2SeqLM& model, std::span<const TokenId> prompt_ids);
 /// The most tokens (prompt + generated) a sequence may hold: max_position_embeddings (unlimited when unknown).
 /// Generation stops there with StopReason::MaxLength, as transformers' max_length does.
 int64_t context_length(const models::CausalLM& model);
