@@ -46,7 +46,7 @@ BatchGenerator::BatchGenerator(models::CausalLM& model, const Tokenizer* tokeniz
 
 BatchGenerator::BatchGenerator(models::CausalLM* causal, models::Seq2SeqLM* seq2seq, const Tokenizer* tokenizer,
                                BatchOptions options)
-    : tokenizer_(tokenizer), options_(options), causal_(causal), seq2seq_(seq2seq) {
+    : causal_(causal), seq2seq_(seq2seq), tokenizer_(tokenizer), options_(options) {
   if (options_.max_batch_size < 1)
     throw Error("max_batch_size must be at least 1, got " + std::to_string(options_.max_batch_size), "BatchOptions");
   if (options_.max_step_tokens < 1)
