@@ -124,14 +124,21 @@ Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep) {
 Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep, const nn::Args& args) {
   const auto batch = batch_from_args(args);
   if (!batch || batch->size() == 1) return slice_logits_to_keep(hidden, logits_to_keep);
+  std::vector<int64_t> tokens;
+  for (int64_t i = 0; i < batch->size(); ++i) tokens.push_back((*batch)[i].tokens);
+  return keep_last_rows_per_sequence(hidden, tokens, logits_to_keep);
+}
+
+Tensor keep_last_rows_per_sequence(const Tensor& hidden, const std::vector<int64_t>& tokens, int64_t logits_to_keep) {
   if (logits_to_keep <= 0) return hidden;
   int64_t rows = 0;
-  for (int64_t i = 0; i < batch->size(); ++i) rows += std::min(logits_to_keep, (*batch)[i].tokens);
+  for (int64_t t : tokens) rows += std::min(logits_to_keep, t);
   if (rows == hidden.size(0)) return hidden;
   Tensor out = Tensor::empty({rows, hidden.size(1)}, hidden.dtype(), hidden.device());
-  int64_t r = 0;
-  for (int64_t i = 0; i < batch->size(); ++i) {
-    const int64_t end = batch->offset(i) + (*batch)[i].tokens, n = std::min(logits_to_keep, (*batch)[i].tokens);
+  int64_t r = 0, end = 0;
+  for (int64_t t : tokens) {
+    end += t;
+    const int64_t n = std::min(logits_to_keep, t);
     out.slice(r, r + n).copy_from(hidden.slice(end - n, end));
     r += n;
   }

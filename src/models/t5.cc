@@ -367,19 +367,9 @@ nn::Value T5ForConditionalGeneration::forward_batch(const nn::Args& args, const 
   nn::Args dargs{dec->tensor().reshape({-1})};
   dargs.with("past_key_values", *args.kwarg("past_key_values"));
   Tensor hidden = (*decoder)(std::move(dargs)).tensor();
-  const int64_t keep = logits_to_keep_arg(args, type_name());
-  if (keep > 0) {
-    int64_t rows = 0;
-    for (int64_t i = 0; i < batch.size(); ++i) rows += std::min(keep, batch[i].tokens);
-    Tensor kept = Tensor::empty({rows, hidden.size(1)}, DType::F32, hidden.device());
-    int64_t r = 0;
-    for (int64_t i = 0; i < batch.size(); ++i) {
-      const int64_t end = batch.offset(i) + batch[i].tokens, n = std::min(keep, batch[i].tokens);
-      kept.slice(r, r + n).copy_from(hidden.slice(end - n, end));
-      r += n;
-    }
-    hidden = kept;
-  }
+  std::vector<int64_t> tokens;
+  for (int64_t i = 0; i < batch.size(); ++i) tokens.push_back(batch[i].tokens);
+  hidden = keep_last_rows_per_sequence(hidden, tokens, logits_to_keep_arg(args, type_name()));
   if (config_.scale_decoder_outputs) hidden = ops::scale(hidden, static_cast<float>(1.0 / std::sqrt(double(config_.d_model))));
   return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", *args.kwarg("past_key_values")}};
 }

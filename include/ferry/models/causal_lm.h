@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ferry/core/dtype.h"
 #include "ferry/core/tensor.h"
@@ -94,6 +95,9 @@ Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep);
 /// The same for the forward's "past_key_values" in args: for a KvCacheBatch, the last logits_to_keep rows of each
 /// sequence, gathered in batch order.
 Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep, const nn::Args& args);
+/// The last min(logits_to_keep, tokens[i]) rows of each sequence of a flattened batch (hidden [Σ tokens, C], the
+/// sequences' rows back to back), gathered in order; all rows for logits_to_keep ≤ 0. Shared by every batch form.
+Tensor keep_last_rows_per_sequence(const Tensor& hidden, const std::vector<int64_t>& tokens, int64_t logits_to_keep);
 
 /// The named tensor argument `name` of a submodule forward (position_ids, position_embeddings); throws
 /// ferry::Error naming the module when absent.
