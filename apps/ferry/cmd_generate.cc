@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "chat.h"
 #include "cli.h"
 #include "commands.h"
 #include "ferry/core/backend.h"
@@ -80,7 +81,7 @@ nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r,
 }
 
 void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
-              const std::string& prompt) {
+              const std::string& prompt, const std::vector<text::TokenId>* chat_ids = nullptr) {
   text::GenerateOptions o = generate_options(f, lm);
   auto stream = [&](std::string_view piece, text::TokenId) {
     if (!f.json) {
@@ -92,9 +93,11 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
   text::GenerateResult r;
   const std::uint64_t read_bytes_before = process_disk_read_bytes();
   const std::uint64_t h2d_before = transfer_stats().host_to_device;
-  if (!f.prompt_ids.empty()) {
+  if (!f.prompt_ids.empty() || chat_ids) {
     std::vector<text::TokenId> ids;
-    for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
+    if (chat_ids) ids = *chat_ids;
+    if (!f.prompt_ids.empty())
+      for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
     r = lm.seq2seq ? text::generate(*lm.seq2seq, tok ? &*tok : nullptr, ids, o, stream)
                    : text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
   } else {
@@ -146,9 +149,15 @@ void add_generate_command(CLI::App& app) {
                   "with -i: bytes the running sequences' KV caches may use (e.g. 4GiB; default: the --context "
                   "reservation, else half the RAM available after loading)");
   cmd->add_flag("--no-special", f->no_special, "do not add BOS to the prompt");
+  cmd->add_option("--chat", f->chat, "a user message, put through the model's chat template (as a chat model expects)");
+  cmd->add_option("--system", f->system, "with --chat: a system message before it");
+  cmd->add_option("--chat-template", f->chat_template, "with --chat: a Jinja chat template file instead of the model's");
   cmd->callback([f] {
-    if (f->prompt.empty() && f->prompt_ids.empty() && !f->interactive && f->input.empty())
-      throw Error("no prompt given", "generate", "pass -p TEXT, --prompt-ids 1,2,3, -i PROMPTS_FILE or --interactive");
+    if (f->prompt.empty() && f->prompt_ids.empty() && !f->interactive && f->input.empty() && f->chat.empty())
+      throw Error("no prompt given", "generate",
+                  "pass -p TEXT, --chat MESSAGE, --prompt-ids 1,2,3, -i PROMPTS_FILE or --interactive");
+    if (!f->chat.empty() && (!f->prompt.empty() || !f->prompt_ids.empty() || f->interactive || !f->input.empty()))
+      throw Error("--chat is the prompt", "generate", "pass either --chat MESSAGE or -p / --prompt-ids / -i / --interactive");
     if (!f->input.empty() && (f->interactive || !f->prompt.empty() || !f->prompt_ids.empty()))
       throw Error("-i reads the prompts from a file", "generate", "pass either -i FILE, or -p / --prompt-ids / --interactive");
     std::vector<BatchPrompt> batch_prompts;
@@ -165,7 +174,21 @@ void add_generate_command(CLI::App& app) {
     } else if (std::filesystem::exists(std::filesystem::path(f->model.model) / "tokenizer.json")) {
       tok = load_tokenizer(f->model.model);
     }
+    std::vector<text::TokenId> chat_ids;
+    if (!f->chat.empty()) {  // before loading: a model without a template fails fast
+      if (!tok) throw Error("--chat needs the model's tokenizer", f->model.model, "use --prompt-ids");
+      std::optional<text::ChatTemplate> chat = load_chat_template(f->model.model, f->chat_template);
+      if (!chat) throw Error(no_chat_template_message(f->model.model), "generate --chat");
+      nlohmann::json messages = nlohmann::json::array();
+      if (!f->system.empty()) messages.push_back({{"role", "system"}, {"content", f->system}});
+      messages.push_back({{"role", "user"}, {"content", f->chat}});
+      chat_ids = chat_prompt_ids(*chat, *tok, messages);
+    }
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
+    if (!chat_ids.empty()) {
+      run_once(*f, lm, tok, "", &chat_ids);
+      return;
+    }
     if (!f->input.empty()) {
       run_batch(*f, lm, tok, batch_prompts);
       return;

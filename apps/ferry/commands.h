@@ -13,5 +13,7 @@ void add_offload_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
 
 }  // namespace ferry::cli

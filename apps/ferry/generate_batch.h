@@ -27,6 +27,7 @@ struct GenerateFlags {
   std::string input;          // -i: prompts file ("-" = stdin)
   int64_t batch = 16;         // --batch
   std::string max_kv_memory;  // --max-kv-memory
+  std::string chat, system, chat_template;  // --chat MESSAGE (through the chat template), --system, --chat-template
 };
 
 /// The generation settings the flags ask for (the per-prompt defaults of a batch).

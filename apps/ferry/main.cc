@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   ferry::cli::add_bench_command(app);
   ferry::cli::add_demo_command(app);
   ferry::cli::add_quantize_command(app);
+  ferry::cli::add_serve_command(app);
+  ferry::cli::add_chat_command(app);
   app.footer(
       "Exit codes: 0 ok, 1 error in the input (bad file, budget too small, ...), 2 bad command line, 3 internal "
       "error.\nExample: ferry generate -m ./TinyLlama-1.1B -p \"Once upon a time\" -n 64 --device-map auto "

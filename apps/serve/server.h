@@ -1,0 +1,89 @@
+// Server: the OpenAI-compatible HTTP API of `ferry serve` over an Engine (cpp-httplib, Debian's libcpp-httplib).
+//
+//   POST /v1/chat/completions   messages -> the model's chat template -> tokens -> the engine
+//   POST /v1/completions        prompt (text or token ids) -> the engine
+//        "stream": true answers with server-sent events in OpenAI's chunk format, ending with `data: [DONE]`.
+//   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+//
+// Every refusal is an OpenAI-shaped JSON error (400 bad request, 401 wrong key, 404 unknown model or path, 413 body
+// over the limit, 503 queue full or shutting down, 504 over the request timeout) and the server goes on serving the
+// others. A client that disconnects mid-stream has its sequence cancelled at the next step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/engine.h"
+#include "serve/metrics.h"
+#include "serve/openai_request.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace ferry::serve {
+
+/// Renders chat messages (and tools, null when absent) into the prompt text with the model's chat template;
+/// throws ferry::Error when the template refuses them (raise_exception).
+using ChatRenderer =
+    std::function<std::string(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools)>;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;              // 0: any free port (bind() returns it)
+  std::string api_key;          // empty: no authentication
+  std::string model_id;         // the id /v1/models lists and requests must name
+  std::vector<std::string> model_aliases;  // other names accepted in requests (the folder path)
+  std::size_t max_body_bytes = 8u << 20;
+  std::chrono::milliseconds request_timeout{600000};
+  int threads = 0;              // HTTP worker threads; 0 = the engine's batch + queue + 8
+  std::vector<text::TokenId> eos_token_ids;
+  int64_t default_max_tokens_unbounded = 4096;  // chat without max_tokens when the context is unlimited
+  uint64_t streamed_bytes_per_forward = 0;      // for /metrics
+  std::function<uint64_t()> disk_read_bytes;    // bytes read from storage so far, for /metrics (may be empty)
+};
+
+class Server {
+ public:
+  /// `chat` may be empty: then /v1/chat/completions answers 400 saying the model has no chat template.
+  Server(Engine& engine, ChatRenderer chat, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Binds the listening socket; returns the port. Throws ferry::Error when the address cannot be bound.
+  int bind();
+  /// Serves until stop(); call after bind().
+  void listen();
+  /// Stops accepting connections and returns from listen() once in-flight handlers ended.
+  void stop();
+  /// Requests being answered now (completions, streamed or not).
+  int64_t active_requests() const noexcept { return active_.load(); }
+
+ private:
+  struct Prepared;
+  void routes();
+  Prepared prepare(const std::string& body, Endpoint endpoint) const;
+  std::string render_metrics_text() const;
+  void count(const std::string& endpoint, int status);
+
+  Engine& engine_;
+  ChatRenderer chat_;
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<int64_t> active_{0};
+  std::atomic<uint64_t> serial_{0};
+  mutable std::mutex stats_mutex_;
+  HttpStats http_stats_;
+  uint64_t disk_read_at_start_ = 0;
+};
+
+}  // namespace ferry::serve
