@@ -16,12 +16,15 @@ function(ferry_layer NAME DIR)
   endif()
   if(NOT srcs)  # a layer with no sources yet is an interface target, so the layers above still link
     add_library(ferry_${NAME} INTERFACE)
-    target_include_directories(ferry_${NAME} INTERFACE ${PROJECT_SOURCE_DIR}/include)
+    target_include_directories(ferry_${NAME} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                                       $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(ferry_${NAME} INTERFACE ${ARGN})
     return()
   endif()
   add_library(ferry_${NAME} STATIC ${srcs})
-  target_include_directories(ferry_${NAME} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(ferry_${NAME} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+                                         PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(ferry_${NAME} PUBLIC ${ARGN} PRIVATE ferry_options)
   foreach(f ${srcs})
     if(f MATCHES "_avx2\\.cc$")

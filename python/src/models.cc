@@ -1,0 +1,289 @@
+// ferry.AutoModelForCausalLM / ferry.AutoModelForSeq2SeqLM (from_pretrained, from_config) and the model object they
+// return: model(input_ids) -> logits as numpy, hf_device_map, config. generate() is in generate.cc.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bindings.h"
+#include "ferry/big_modeling/auto_device_map.h"
+#include "ferry/big_modeling/offload_plan.h"
+#include "ferry/big_modeling/quantize.h"
+#include "ferry/core/error.h"
+#include "ferry/io/gguf.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/models/gguf_model.h"
+#include "ferry/nn/empty_weights.h"
+#include "ferry/text/generate.h"
+#include "model.h"
+#include "tokenizer_loading.h"
+
+namespace ferry::python {
+namespace {
+
+using namespace nb::literals;
+namespace fs = std::filesystem;
+
+void add_ids(const nlohmann::json& v, std::vector<text::TokenId>& out) {
+  if (v.is_number_integer()) out.push_back(v.get<text::TokenId>());
+  if (v.is_array())
+    for (const auto& x : v)
+      if (x.is_number_integer()) out.push_back(x.get<text::TokenId>());
+}
+
+// The ids that end generation, as transformers finds them: generation_config.json, else config.json.
+std::vector<text::TokenId> eos_ids_of(const fs::path& path, const Model& model) {
+  std::vector<text::TokenId> out;
+  if (model.seq2seq) {
+    for (int64_t id : model.seq2seq->info().eos_token_ids) out.push_back(static_cast<text::TokenId>(id));
+    return out;
+  }
+  if (models::is_gguf_file(path)) {
+    if (auto id = io::GgufFile::open(path).get_int("tokenizer.ggml.eos_token_id"))
+      out.push_back(static_cast<text::TokenId>(*id));
+    return out;
+  }
+  const fs::path gen = path / "generation_config.json";
+  if (fs::exists(gen)) {
+    std::ifstream in(gen);
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("eos_token_id")) add_ids(j["eos_token_id"], out);
+  }
+  if (out.empty() && model.config && model.config->json().contains("eos_token_id"))
+    add_ids(model.config->json()["eos_token_id"], out);
+  return out;
+}
+
+struct LoadArgs {
+  nb::object device_map, max_memory, offload_folder, dtype, quantize;
+  std::optional<std::vector<std::string>> no_split_module_classes;
+  int prefetch = 2;
+  std::string offload_io = "auto";
+};
+
+// from_pretrained: a device-map mode is planned here on a meta skeleton (as the `ferry` command does), so the model
+// knows its map (hf_device_map); the map is then what from_pretrained loads and dispatches.
+Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
+  models::FromPretrainedOptions o;
+  o.max_memory = max_memory_arg(a.max_memory);
+  o.dtype = dtype_arg(a.dtype);
+  o.quantize = dtype_arg(a.quantize);
+  if (!a.offload_folder.is_none()) o.offload_folder = path_arg(a.offload_folder);
+  if (a.no_split_module_classes) o.no_split_module_classes = *a.no_split_module_classes;
+  o.prefetch = a.prefetch;
+  o.offload_io = io::parse_offload_io(a.offload_io);
+
+  Model out;
+  out.name_or_path = path.string();
+  if (!fs::exists(path))
+    throw Error("model folder not found", path.string(),
+                "pass a folder with config.json and the weights, or a .gguf file");
+  const bool gguf = models::is_gguf_file(path);
+  if (!gguf) {
+    out.config = models::ConfigJson::read(path);
+    const bool is_seq2seq = models::is_seq2seq_config(*out.config);
+    if (is_seq2seq != seq2seq)
+      throw Error(std::string(is_seq2seq ? "an encoder-decoder" : "a decoder-only") + " model cannot be loaded by " +
+                      (seq2seq ? "AutoModelForSeq2SeqLM" : "AutoModelForCausalLM"),
+                  path.string(), is_seq2seq ? "use ferry.AutoModelForSeq2SeqLM" : "use ferry.AutoModelForCausalLM");
+  }
+
+  if (nb::isinstance<nb::str>(a.device_map)) {
+    const std::string mode = nb::cast<std::string>(a.device_map);
+    if (mode == "cpu") {
+      o.device_map = mode;
+      out.device_map = DeviceMap{{"", Device::cpu()}};
+    } else if (gguf) {
+      o.device_map = mode;
+    } else {
+      nb::gil_scoped_release release;
+      const DType dtype = models::resolve_dtype(*out.config, o.dtype);
+      std::shared_ptr<nn::Module> skeleton;
+      std::string block;
+      {
+        auto guard = nn::init_empty_weights();
+        if (seq2seq) {
+          auto s = models::AutoModelForSeq2SeqLM::from_config(*out.config, dtype);
+          block = s->info().block_class;
+          skeleton = s;
+        } else {
+          auto c = models::AutoModelForCausalLM::from_config(*out.config, dtype);
+          block = c->info().block_class;
+          skeleton = c;
+        }
+      }
+      if (o.quantize) quantize_weights(*skeleton, *o.quantize);
+      PlanOptions plan;
+      plan.max_memory = o.max_memory;
+      plan.no_split_module_classes = o.no_split_module_classes;
+      if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {block};
+      plan.dtype = dtype;
+      const OffloadPlan planned = plan_with_offload_io(*skeleton, parse_device_map_mode(mode), plan, o.offload_io,
+                                                       o.prefetch);
+      o.device_map = planned.device_map;
+      o.offload_io = planned.choice.io;
+      out.device_map = planned.device_map;
+    }
+  } else if (nb::isinstance<nb::dict>(a.device_map)) {
+    DeviceMap map = device_map_arg(a.device_map);
+    o.device_map = map;
+    out.device_map = std::move(map);
+  } else if (!a.device_map.is_none()) {
+    throw Error("device_map must be None, a mode (\"auto\", \"balanced\", \"balanced_low_0\", \"sequential\"), "
+                "\"cpu\" or a dict", "device_map");
+  }
+
+  {
+    nb::gil_scoped_release release;
+    if (seq2seq) out.seq2seq = models::AutoModelForSeq2SeqLM::from_pretrained(path, o);
+    else out.causal = models::AutoModelForCausalLM::from_pretrained(path, o);
+    const bool has_tokenizer = gguf || fs::exists(path / "tokenizer.json");
+    if (has_tokenizer) {
+      try {
+        TokenizerObject t = load_tokenizer(path);
+        out.tokenizer = std::move(t.tokenizer);
+        out.chat_template = std::move(t.chat_template);
+      } catch (const Error&) {
+        // A tokenizer (or chat template) ferry cannot read leaves the model usable with ids; text prompts then raise.
+      }
+    }
+    out.eos_token_ids = eos_ids_of(path, out);
+  }
+  return out;
+}
+
+Model from_config(nb::handle config, nb::handle dtype, bool seq2seq) {
+  Model out;
+  out.config = config_arg(config);
+  const DType d = dtype_arg(dtype).value_or(DType::F32);
+  if (seq2seq) out.seq2seq = models::AutoModelForSeq2SeqLM::from_config(*out.config, d);
+  else out.causal = models::AutoModelForCausalLM::from_config(*out.config, d);
+  return out;
+}
+
+// One row through the model: causal logits [T', V], or a seq2seq model's decoder logits.
+Tensor forward_row(Model& m, const std::vector<int64_t>& ids, const std::vector<int64_t>& decoder_ids, int64_t keep) {
+  const Tensor input = Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
+  if (m.causal) return m.causal->logits(input, nullptr, keep);
+  const Tensor encoded = m.seq2seq->encode(input);
+  const Tensor dec = Tensor::from_vector(decoder_ids, {static_cast<int64_t>(decoder_ids.size())});
+  return m.seq2seq->decode(dec, encoded, m.seq2seq->make_cache(), keep);
+}
+
+nb::object call(Model& m, nb::handle input_ids, nb::handle decoder_input_ids, int64_t logits_to_keep) {
+  bool two_d = false;
+  const auto rows = token_rows_arg(input_ids, &two_d);
+  std::vector<std::vector<int64_t>> decoder_rows;
+  if (m.seq2seq) {
+    if (decoder_input_ids.is_none())
+      decoder_rows.assign(rows.size(), {m.seq2seq->info().decoder_start_token_id});
+    else
+      decoder_rows = token_rows_arg(decoder_input_ids, nullptr);
+    if (decoder_rows.size() != rows.size())
+      throw Error("decoder_input_ids has " + std::to_string(decoder_rows.size()) + " rows, input_ids " +
+                  std::to_string(rows.size()), "decoder_input_ids");
+  }
+  std::vector<Tensor> logits;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(*m.mutex);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      logits.push_back(forward_row(m, rows[r], m.seq2seq ? decoder_rows[r] : std::vector<int64_t>{}, logits_to_keep));
+  }
+  if (logits.size() == 1) {
+    const auto& s = logits.front().shape();
+    std::vector<std::size_t> shape{static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1])};
+    if (two_d) shape.insert(shape.begin(), 1);
+    return tensor_to_numpy(logits.front(), shape);  // zero-copy
+  }
+  nb::list arrays;
+  for (Tensor& t : logits) arrays.append(tensor_to_numpy(std::move(t)));
+  return nb::module_::import_("numpy").attr("stack")(arrays);
+}
+
+constexpr const char* kFromPretrainedDoc =
+    "Loads a Hugging Face model folder (config.json + safetensors or pytorch_model.bin, sharded or not; or a GGUF "
+    "file for causal LMs), as transformers' from_pretrained does, with Accelerate's big-model keywords:\n\n"
+    "device_map: None (all in RAM), \"auto\", \"balanced\", \"balanced_low_0\", \"sequential\", \"cpu\", or a dict "
+    "{module: GPU index | \"cpu\" | \"disk\"}.\n"
+    "max_memory: {0: \"20GiB\", \"cpu\": \"8GiB\"}; None = what the devices have free.\n"
+    "offload_folder: where disk-offloaded weights are written when they must be rewritten.\n"
+    "dtype: \"bfloat16\", \"float16\", \"float32\" (or torch dtypes); None = config.json's.\n"
+    "no_split_module_classes: None = the architecture's block class.\n"
+    "prefetch: offloaded modules read this many modules ahead (0 = Accelerate's synchronous loading).\n"
+    "offload_io: \"auto\", \"direct\" (O_DIRECT reads) or \"mmap\".\n"
+    "quantize: \"q8_0\", \"q4_k\", ... to quantize Linear/Embedding weights while loading.\n"
+    "Raises ferry.NotFoundError, ferry.OutOfMemoryError (budget too small) or ferry.InvalidValueError.";
+
+template <bool Seq2Seq>
+void bind_auto_class(nb::module_& m, const char* name, const char* doc) {
+  struct Tag {};
+  nb::class_<Tag>(m, name, doc)
+      .def_static("from_pretrained", [](nb::handle path, nb::object device_map, nb::object max_memory,
+                                        nb::object offload_folder, nb::object dtype,
+                                        std::optional<std::vector<std::string>> no_split, int prefetch,
+                                        std::string offload_io, nb::object quantize, nb::object torch_dtype) {
+        LoadArgs a{device_map, max_memory, offload_folder, dtype.is_none() ? torch_dtype : dtype, quantize,
+                   std::move(no_split), prefetch, std::move(offload_io)};
+        return load(path_arg(path), Seq2Seq, a);
+      }, "pretrained_model_name_or_path"_a, "device_map"_a = nb::none(), "max_memory"_a = nb::none(),
+         "offload_folder"_a = nb::none(), "dtype"_a = nb::none(), "no_split_module_classes"_a = nb::none(),
+         "prefetch"_a = 2, "offload_io"_a = "auto", "quantize"_a = nb::none(), "torch_dtype"_a = nb::none(),
+         kFromPretrainedDoc)
+      .def_static("from_config",
+                  [](nb::handle config, nb::handle dtype) { return from_config(config, dtype, Seq2Seq); },
+                  "config"_a, "dtype"_a = nb::none(),
+                  "Builds the architecture config names (a path, dict or JSON text): random weights, or no weights "
+                  "at all (meta) inside `with ferry.init_empty_weights():`.");
+}
+
+}  // namespace
+
+void bind_models(nb::module_& m) {
+  nb::class_<Model>(m, "PreTrainedModel",
+                    "A model loaded by AutoModelForCausalLM / AutoModelForSeq2SeqLM. Calls release the GIL; calls on "
+                    "one model from several threads run one at a time.")
+      .def("__call__", &call, "input_ids"_a, "decoder_input_ids"_a = nb::none(), "logits_to_keep"_a = 0,
+           "The logits of input_ids ([T] or [B, T]; lists, numpy or CPU torch tensors) as a float32 numpy array "
+           "[T, V] or [B, T, V] that shares ferry's memory (torch.from_dlpack(logits) shares it too). "
+           "Encoder-decoder models return the decoder's logits (decoder_input_ids default: the start token).")
+      .def_prop_ro("hf_device_map", [](const Model& m) -> nb::object {
+        if (!m.device_map) return nb::none();
+        return device_map_dict(*m.device_map);
+      }, "The device map the model was dispatched with ({module: GPU index | \"cpu\" | \"disk\"}), or None.")
+      .def_prop_ro("config", [](const Model& m) -> nb::object {
+        if (!m.config) return nb::none();
+        return json_to_python(m.config->json().dump());
+      }, "config.json as a dict (None for GGUF files).")
+      .def_prop_ro("tokenizer", [](const Model& m) -> nb::object {
+        if (!m.tokenizer) return nb::none();
+        return nb::cast(TokenizerObject{*m.tokenizer, m.chat_template});
+      }, "The folder's tokenizer (tokenizer.json), or None.")
+      .def_prop_ro("is_encoder_decoder", [](const Model& m) { return m.seq2seq != nullptr; })
+      .def_prop_ro("architecture", [](const Model& m) {
+        return m.causal ? m.causal->info().architecture : m.seq2seq->info().architecture;
+      }, "The transformers class: \"LlamaForCausalLM\", \"T5ForConditionalGeneration\", ...")
+      .def_prop_ro("eos_token_id", [](const Model& m) { return m.eos_token_ids; },
+                   "The ids that end generation (generation_config.json, else config.json).")
+      .def_prop_ro("name_or_path", [](const Model& m) { return m.name_or_path; })
+      .def("num_parameters", [](const Model& m) {
+        int64_t n = 0;
+        for (const auto& [name, t] : m.module().state_dict()) n += t.numel();
+        return n;
+      }, "Elements in the model's state dict (tied tensors counted once per name).")
+      .def("__repr__", [](const Model& m) {
+        return "<ferry " + std::string(m.causal ? m.causal->info().architecture : m.seq2seq->info().architecture) +
+               (m.name_or_path.empty() ? std::string() : " from " + m.name_or_path) + ">";
+      });
+
+  bind_auto_class<false>(m, "AutoModelForCausalLM",
+                         "transformers' AutoModelForCausalLM: Llama, Mistral, Qwen2, GPT-2, GPT-J (folders or GGUF).");
+  bind_auto_class<true>(m, "AutoModelForSeq2SeqLM",
+                        "transformers' AutoModelForSeq2SeqLM: T5, T0pp, Flan-T5, MT5, UMT5.");
+}
+
+}  // namespace ferry::python

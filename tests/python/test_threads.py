@@ -1,0 +1,71 @@
+"""The GIL is released while ferry computes, calls on one model from several threads give what they give alone, and
+Ctrl-C (SIGINT) stops a long generation with KeyboardInterrupt."""
+
+import os
+import signal
+import threading
+import time
+
+import ferry
+
+PROMPTS = [[1, 5, 9, 200], [1, 77, 3], [1, 42, 42, 42, 8], [1, 300, 12]]
+
+
+def test_threads_get_what_they_get_alone(llama):
+    alone = [llama.generate([p], max_new_tokens=10).tolist() for p in PROMPTS]
+    logits_alone = [llama(p) for p in PROMPTS]
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            for _ in range(3):
+                results[i] = llama.generate([PROMPTS[i]], max_new_tokens=10).tolist()
+                assert (llama(PROMPTS[i]) == logits_alone[i]).all()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [results[i] for i in range(len(PROMPTS))] == alone
+
+
+def test_gil_is_released_during_generate_and_forward(llama):
+    ticks = [0]
+    done = threading.Event()
+
+    def ticker():  # pure Python: it can only run while nobody holds the GIL for long
+        while not done.is_set():
+            ticks[0] += 1
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        for call in (lambda: llama.generate([[1, 2, 3]], max_new_tokens=1500, eos_token_id=[]),
+                     lambda: llama(list(range(1, 300)) * 8)):  # one forward of 2392 tokens: no callback at all
+            start, t0 = ticks[0], time.monotonic()
+            call()
+            elapsed, during = time.monotonic() - t0, ticks[0] - start
+            assert during > 100, f"the ticker ran {during} times in {elapsed:.3f} s of ferry computing"
+    finally:
+        done.set()
+        t.join()
+
+
+def test_ctrl_c_interrupts_generate(llama):
+    # A model whose context is 2^20 tokens, asked for 10^6 tokens: only the interrupt can end this in time.
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    try:
+        llama.generate([[1, 2, 3]], max_new_tokens=1_000_000, eos_token_id=[])
+        raise AssertionError("generate was not interrupted")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 30
+    assert llama.generate([[1, 2, 3]], max_new_tokens=3).shape[1] >= 4  # the model still works
