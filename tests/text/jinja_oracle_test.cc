@@ -49,58 +49,13 @@ std::string first_difference(const std::string& want, const std::string& got) {
          show(got, from);
 }
 
-class JinjaOracle : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    std::string why;
-    const auto python = testing::find_tokenizers_python(FERRY_SOURCE_DIR, why);
-    if (!python) {
-      skip_reason_ = new std::string(why);
-      return;
-    }
-    char pattern[] = "/tmp/ferry_jinja_oracle_XXXXXX";
-    if (!mkdtemp(pattern)) {
-      setup_error_ = new std::string("mkdtemp failed");
-      return;
-    }
-    dir_ = new fs::path(pattern);
-    const std::string cmd = "'" + *python + "' '" FERRY_SOURCE_DIR "/tests/reference/jinja_oracle.py' --out '" +
-                            dir_->string() + "' 2> '" + (*dir_ / "log.txt").string() + "'";
-    const int status = std::system(cmd.c_str());
-    if (status != 0) {
-      std::ifstream log(*dir_ / "log.txt");
-      const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 77) skip_reason_ = new std::string(text);
-      else setup_error_ = new std::string("the oracle script failed: " + cmd + "\n" + text);
-      return;
-    }
-    std::ifstream in(*dir_ / "oracle.json");
-    oracle_ = new ojson(ojson::parse(in));
-  }
-  static void TearDownTestSuite() {
-    if (dir_) fs::remove_all(*dir_);
-    delete dir_;
-    delete oracle_;
-    delete skip_reason_;
-    delete setup_error_;
-    dir_ = nullptr;
-    oracle_ = nullptr;
-    skip_reason_ = setup_error_ = nullptr;
-  }
-  void SetUp() override {
-    if (skip_reason_) GTEST_SKIP() << *skip_reason_;
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(oracle_, nullptr);
-  }
-
-  static inline fs::path* dir_ = nullptr;
-  static inline ojson* oracle_ = nullptr;
-  static inline std::string* skip_reason_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
+class JinjaOracle : public testing::OracleSuite<JinjaOracle, ojson> {
+ public:
+  static constexpr const char* kScript = "jinja_oracle.py";
 };
 
 TEST_F(JinjaOracle, EveryTemplateRendersLikeTransformers) {
-  const ojson& cases = (*oracle_)["cases"];
+  const ojson& cases = oracle()["cases"];
   std::tm now{};
   now.tm_year = 2024 - 1900;
   now.tm_mon = 6;
@@ -109,7 +64,7 @@ TEST_F(JinjaOracle, EveryTemplateRendersLikeTransformers) {
   now.tm_wday = 5;  // a Friday
   now.tm_yday = 207;
   std::size_t renders = 0, agree = 0, templates_ok = 0, raised = 0;
-  for (const ojson& t : (*oracle_)["templates"]) {
+  for (const ojson& t : oracle()["templates"]) {
     const std::string file = t["file"];
     const fs::path path = fs::path(FERRY_SOURCE_DIR) / "tests/data/chat_templates" / file;
     std::ifstream in(path, std::ios::binary);
@@ -170,11 +125,11 @@ TEST_F(JinjaOracle, EveryTemplateRendersLikeTransformers) {
       ADD_FAILURE() << file << ": " << failures.size() << " of " << cases.size() << " cases differ" << text;
     }
   }
-  const std::size_t n = (*oracle_)["templates"].size();
+  const std::size_t n = oracle()["templates"].size();
   std::cout << "[ oracle   ] chat templates: " << templates_ok << "/" << n << " templates agree, " << agree << "/"
             << renders << " renders (" << raised << " raise in both); transformers "
-            << (*oracle_)["transformers_version"].get<std::string>() << ", jinja2 "
-            << (*oracle_)["jinja2_version"].get<std::string>() << "\n";
+            << oracle()["transformers_version"].get<std::string>() << ", jinja2 "
+            << oracle()["jinja2_version"].get<std::string>() << "\n";
   EXPECT_GE(n, 15u);
 }
 

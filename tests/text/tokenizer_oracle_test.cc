@@ -143,55 +143,20 @@ struct Tally {
   }
 };
 
-class TokenizerOracle : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    std::string why;
-    const auto python = testing::find_tokenizers_python(FERRY_SOURCE_DIR, why);
-    if (!python) {
-      skip_reason_ = new std::string(why);
-      return;
-    }
-    char pattern[] = "/tmp/ferry_tokenizer_oracle_XXXXXX";
-    if (!mkdtemp(pattern)) {
-      setup_error_ = new std::string("mkdtemp failed");
-      return;
-    }
-    dir_ = new fs::path(pattern);
-    const std::string cmd = cat(std::string("'"), *python, std::string("' '" FERRY_SOURCE_DIR "/tests/reference/tokenizer_oracle.py' --out '"),
-                                dir_->string(), std::string("'"));
-    if (std::system(cmd.c_str()) != 0) {
-      setup_error_ = new std::string("the oracle script failed: " + cmd);
-      return;
-    }
-    std::ifstream in(*dir_ / "oracle.json");
-    oracle_ = new json(json::parse(in));
-  }
-  static void TearDownTestSuite() {
-    if (dir_) fs::remove_all(*dir_);
-    delete dir_;
-    delete oracle_;
-    delete skip_reason_;
-    delete setup_error_;
-    dir_ = nullptr;
-    oracle_ = nullptr;
-    skip_reason_ = setup_error_ = nullptr;
-  }
-  void SetUp() override {
-    if (skip_reason_) GTEST_SKIP() << *skip_reason_;
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(oracle_, nullptr);
-  }
+class TokenizerOracle : public testing::OracleSuite<TokenizerOracle, json> {
+ public:
+  static constexpr const char* kScript = "tokenizer_oracle.py";
 
+ protected:
   // Runs `check(tokenizer, entry, tally)` for every oracle tokenizer, prints a summary line per tokenizer
   // and fails with the first mismatches if any tokenizer disagrees anywhere.
   template <class Fn>
   void for_each_tokenizer(const char* what, Fn check) {
     ScopedLogCapture quiet(LogLevel::Error);  // added-token id notices are expected in some fixtures
     std::size_t total = 0, failed = 0;
-    for (const json& t : (*oracle_)["tokenizers"]) {
+    for (const json& t : oracle()["tokenizers"]) {
       const std::string name = t["name"];
-      const Tokenizer tok = Tokenizer::from_file(*dir_ / t["file"].get<std::string>());
+      const Tokenizer tok = Tokenizer::from_file(dir() / t["file"].get<std::string>());
       Tally tally;
       check(tok, t, tally);
       total += tally.checks;
@@ -201,18 +166,14 @@ class TokenizerOracle : public ::testing::Test {
       for (const std::string& f : tally.first) ADD_FAILURE() << name << ": " << f;
     }
     std::cout << "[ oracle   ] " << what << " total: " << total - failed << "/" << total << " agree (tokenizers "
-              << (*oracle_)["tokenizers_version"].get<std::string>() << ", "
-              << (*oracle_)["inputs"].size() << " strings)\n";
+              << oracle()["tokenizers_version"].get<std::string>() << ", "
+              << oracle()["inputs"].size() << " strings)\n";
     EXPECT_EQ(failed, 0u);
-    EXPECT_GE((*oracle_)["inputs"].size(), 2000u);
+    EXPECT_GE(oracle()["inputs"].size(), 2000u);
   }
 
-  static std::string input(std::size_t i) { return from_hex((*oracle_)["inputs"][i].get<std::string>()); }
+  static std::string input(std::size_t i) { return from_hex(oracle()["inputs"][i].get<std::string>()); }
 
-  static inline fs::path* dir_ = nullptr;
-  static inline json* oracle_ = nullptr;
-  static inline std::string* skip_reason_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
 };
 
 TEST_F(TokenizerOracle, EncodeIdsMatch) {

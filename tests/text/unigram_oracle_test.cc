@@ -60,63 +60,18 @@ std::string show(const std::vector<TokenId>& ids) {
   return out;
 }
 
-class UnigramOracle : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    std::string why;
-    const auto python = testing::find_tokenizers_python(FERRY_SOURCE_DIR, why);
-    if (!python) {
-      skip_reason_ = new std::string(why);
-      return;
-    }
-    char pattern[] = "/tmp/ferry_unigram_oracle_XXXXXX";
-    if (!mkdtemp(pattern)) {
-      setup_error_ = new std::string("mkdtemp failed");
-      return;
-    }
-    dir_ = new fs::path(pattern);
-    const std::string cmd = "'" + *python + "' '" FERRY_SOURCE_DIR "/tests/reference/unigram_oracle.py' --out '" +
-                            dir_->string() + "' 2> '" + (*dir_ / "log.txt").string() + "'";
-    const int status = std::system(cmd.c_str());
-    if (status != 0) {
-      std::ifstream log(*dir_ / "log.txt");
-      const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 77) skip_reason_ = new std::string(text);
-      else setup_error_ = new std::string("the oracle script failed: " + cmd + "\n" + text);
-      return;
-    }
-    std::ifstream in(*dir_ / "oracle.json");
-    oracle_ = new json(json::parse(in));
-  }
-  static void TearDownTestSuite() {
-    if (dir_) fs::remove_all(*dir_);
-    delete dir_;
-    delete oracle_;
-    delete skip_reason_;
-    delete setup_error_;
-    dir_ = nullptr;
-    oracle_ = nullptr;
-    skip_reason_ = setup_error_ = nullptr;
-  }
-  void SetUp() override {
-    if (skip_reason_) GTEST_SKIP() << *skip_reason_;
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_NE(oracle_, nullptr);
-  }
-
-  static inline fs::path* dir_ = nullptr;
-  static inline json* oracle_ = nullptr;
-  static inline std::string* skip_reason_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
+class UnigramOracle : public testing::OracleSuite<UnigramOracle, json> {
+ public:
+  static constexpr const char* kScript = "unigram_oracle.py";
 };
 
 TEST_F(UnigramOracle, EncodeAndDecodeMatchTokenizers) {
   ScopedLogCapture quiet(LogLevel::Error);
-  const json& inputs = (*oracle_)["inputs"];
+  const json& inputs = oracle()["inputs"];
   std::size_t total = 0, failed = 0;
-  for (const json& t : (*oracle_)["tokenizers"]) {
+  for (const json& t : oracle()["tokenizers"]) {
     const std::string name = t["name"];
-    const Tokenizer tok = Tokenizer::from_file(*dir_ / t["file"].get<std::string>());
+    const Tokenizer tok = Tokenizer::from_file(dir() / t["file"].get<std::string>());
     EXPECT_EQ(tok.vocab_size(), t["vocab_size"].get<std::size_t>()) << name;
     std::size_t agree = 0, strings = 0;
     std::vector<std::string> first;
@@ -180,7 +135,7 @@ TEST_F(UnigramOracle, EncodeAndDecodeMatchTokenizers) {
     for (const std::string& f : first) ADD_FAILURE() << name << ": " << f;
   }
   std::cout << "[ oracle   ] unigram total: " << total - failed << "/" << total << " agree (tokenizers "
-            << (*oracle_)["tokenizers_version"].get<std::string>() << ")\n";
+            << oracle()["tokenizers_version"].get<std::string>() << ")\n";
   EXPECT_EQ(failed, 0u);
   EXPECT_GE(inputs.size(), 300u);
 }
