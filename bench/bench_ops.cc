@@ -5,7 +5,8 @@
 //                            per thread. The baseline is the best of these patterns.
 //   Gemv/<dtype>/<N>/<K>     one token through a weight matrix; the weights rotate over copies totalling ≥ 256 MiB,
 //                            so each call streams from DRAM, as a decode step through distinct layers does.
-//   Gemm/<path>/512x4096x4096  prefill, 512 tokens × a 4096 × 4096 weight, against OpenBLAS sgemm on f32.
+//   Gemm/<path>/512x4096x4096  prefill, 512 tokens × a 4096 × 4096 weight, against OpenBLAS sgemm on f32
+//                            (ferry_bf16: the AVX-512 BF16 path where the CPU has it; ferry_bf16_avx2: the f32 one).
 //
 // Every timed unit (one read pass, one GEMV, one GEMM) is timed on its own. On a shared machine (other processes,
 // and on the dev VM other tenants of the host: its read bandwidth drifts between ~30 and ~50 GB/s from one minute
@@ -314,14 +315,16 @@ void BM_GemmOpenBlasF32(benchmark::State& state) {
 BENCHMARK(BM_GemmOpenBlasF32)->Name("Gemm/openblas_sgemm_f32/512x4096x4096")->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// ferry's own blocked GEMM (never BLAS), for each weight dtype.
-void BM_GemmFerry(benchmark::State& state, DType dtype) {
+// ferry's own blocked GEMM (never BLAS), for each weight dtype; `avx2` caps the ISA at AVX2 (for bf16 weights: the
+// f32 path instead of the AVX-512 BF16 one).
+void BM_GemmFerry(benchmark::State& state, DType dtype, bool avx2 = false) {
   auto& d = gemm_data();
   Tensor w = d.w32.to(dtype);
+  const Isa isa = avx2 && cpu_isa() > Isa::AVX2 ? Isa::AVX2 : cpu_isa();
   Passes p;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    ops::cpu::gemm(cpu_isa(), kM, kN, kK, d.x.data<float>(), ops::cpu::GemmRhs{dtype, w.raw_data(), true}, nullptr,
+    ops::cpu::gemm(isa, kM, kN, kK, d.x.data<float>(), ops::cpu::GemmRhs{dtype, w.raw_data(), true}, nullptr,
                    d.y.data<float>());
     p.add(seconds_since(t0));
   }
@@ -331,6 +334,8 @@ BENCHMARK_CAPTURE(BM_GemmFerry, f32, DType::F32)->Name("Gemm/ferry_f32/512x4096x
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GemmFerry, bf16, DType::BF16)->Name("Gemm/ferry_bf16/512x4096x4096")->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_GemmFerry, bf16_avx2, DType::BF16, true)->Name("Gemm/ferry_bf16_avx2/512x4096x4096")
+    ->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GemmFerry, f16, DType::F16)->Name("Gemm/ferry_f16/512x4096x4096")->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GemmFerry, f8_e4m3fn, DType::F8_E4M3FN)->Name("Gemm/ferry_f8_e4m3fn/512x4096x4096")

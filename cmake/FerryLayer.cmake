@@ -1,6 +1,6 @@
 # ferry_layer(NAME DIR DEPS...) makes the static library ferry_<NAME> from every .cc below src/<DIR>.
-# Files named *_avx2.cc are the AVX2/FMA/F16C translation units and *_avx512.cc the AVX-512 (F/BW/VL/DQ/VNNI)
-# ones: only they get those flags, and code reaches
+# Files named *_avx2.cc are the AVX2/FMA/F16C translation units, *_avx512.cc the AVX-512 (F/BW/VL/DQ/VNNI) ones
+# and *_avx512bf16.cc those that also use AVX512_BF16: only they get those flags, and code reaches
 # them through run-time dispatch (include/ferry/core/cpu_features.h), so one binary runs on any x86-64.
 # Files below a cuda/ folder are built only with the CUDA backend.
 function(ferry_layer NAME DIR)
@@ -32,6 +32,9 @@ function(ferry_layer NAME DIR)
     elseif(f MATCHES "_avx512\\.cc$")
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
+    elseif(f MATCHES "_avx512bf16\\.cc$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")
     endif()
   endforeach()
 endfunction()

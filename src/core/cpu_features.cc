@@ -38,6 +38,15 @@ bool detect_avx512() noexcept {
 #endif
 }
 
+bool detect_avx512_bf16() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return detect_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+#else
+  return false;
+#endif
+}
+
 Isa best_isa() noexcept {
   static const Isa best = detect_avx512() ? Isa::AVX512 : detect_avx2() ? Isa::AVX2 : Isa::Scalar;
   return best;
@@ -59,6 +68,11 @@ std::atomic<Isa>& current() {
 }  // namespace
 
 bool cpu_supports(Isa isa) noexcept { return isa <= best_isa(); }
+
+bool cpu_has_avx512_bf16() noexcept {
+  static const bool has = detect_avx512_bf16();
+  return has;
+}
 
 Isa cpu_isa() noexcept { return current().load(std::memory_order_relaxed); }
 

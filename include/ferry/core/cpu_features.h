@@ -5,6 +5,9 @@
 //   AVX2    AVX2 + FMA + F16C (Haswell, 2013, and later): 8-wide f32, hardware f16 conversion.
 //   AVX512  AVX2's set plus AVX-512 F/BW/VL/DQ and VNNI (Ice Lake, Zen 4 and later): files named *_avx512.cc.
 //           Kernels without an AVX-512 version run their AVX2 one (isa >= Isa::AVX2).
+// Within AVX512, AVX512_BF16 (vdpbf16ps; Cooper Lake, Zen 4 and later) is a separate bit, cpu_has_avx512_bf16():
+// files named *_avx512bf16.cc get it, and the kernels that use it run only when the ISA in use is AVX512 and the
+// bit is set (so FERRY_ISA=avx2 also turns them off).
 // FERRY_ISA=scalar|avx2 caps the ISA (for tests, comparisons and bug reports); set_cpu_isa does the same in code.
 #pragma once
 
@@ -16,6 +19,8 @@ namespace ferry {
 enum class Isa { Scalar, AVX2, AVX512 };  // ordered: each includes the previous
 
 bool cpu_supports(Isa isa) noexcept;
+/// Whether the CPU runs AVX-512 BF16 (cpuid leaf 7 subleaf 1, EAX bit 5) on top of the AVX512 set.
+bool cpu_has_avx512_bf16() noexcept;
 /// The ISA kernels use now: the best supported one, unless overridden.
 Isa cpu_isa() noexcept;
 /// Forces an ISA (tests). Throws ferry::Error when the CPU lacks it.

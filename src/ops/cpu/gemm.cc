@@ -7,6 +7,7 @@
 //      (NR panel, MR panel) pair. A weight panel (16 KiB) stays in L1 while the activation panels stream from
 //      L2; the task's output block (MC × NC floats) stays in L2 across the KC slices.
 // Each weight element is therefore converted once per pass, and each output element is written K / KC times.
+// bf16 weights on a CPU with AVX512_BF16 (ISA AVX512) go to gemm_bf16.cc instead: the same loop nest on bf16 pairs.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <new>
 
 #include "ferry/core/thread_pool.h"
+#include "gemm_blocking.h"
 #include "linear_kernels.h"
 #include "to_f32.h"
 
@@ -55,21 +57,11 @@ void pack_panel(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_
 
 namespace {
 
-struct AlignedFree {
-  void operator()(float* p) const noexcept { std::free(p); }
-};
-using Buffer = std::unique_ptr<float[], AlignedFree>;
-
-Buffer aligned_floats(std::size_t n) {
-  std::size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-  auto* p = static_cast<float*>(std::aligned_alloc(64, std::max<std::size_t>(bytes, 64)));
-  if (!p) throw std::bad_alloc();
-  return Buffer(p);
-}
+using Buffer = AlignedArray<float>;
 
 // Per-thread weight panel buffer (kNC × kKC floats), reused across calls.
 float* weight_block_buffer() {
-  thread_local Buffer buf = aligned_floats(static_cast<std::size_t>(kNC * kKC));
+  thread_local Buffer buf = aligned_array<float>(static_cast<std::size_t>(kNC * kKC));
   return buf.get();
 }
 
@@ -105,30 +97,13 @@ void pack_rhs_block(const LinearKernels& kern, const GemmRhs& rhs, int64_t N, in
   }
 }
 
-// Prefetches the weight rows [n0, n0 + nc) × columns [k0, k0 + KC) of a [N, K] weight, one row per step().
-class RowPrefetcher {
- public:
-  RowPrefetcher() = default;
-  RowPrefetcher(const GemmRhs& rhs, int64_t N, int64_t K, int64_t n0, int64_t nc, int64_t k0) {
-    if (!rhs.rows_are_outputs || k0 >= K) return;
-    base_ = static_cast<const char*>(rhs.data) + dtype_nbytes(rhs.dtype, k0);
-    row_bytes_ = dtype_nbytes(rhs.dtype, K);
-    bytes_ = dtype_nbytes(rhs.dtype, std::min(kKC, K - k0));
-    n_ = n0, end_ = std::min(n0 + nc, N);
-  }
-  bool step() {
-    if (n_ >= end_) return false;
-    const char* row = base_ + static_cast<std::size_t>(n_++) * row_bytes_;
-    for (std::size_t off = 0; off < bytes_; off += 64) __builtin_prefetch(row + off, 0, 2);
-    __builtin_prefetch(row + bytes_ - 1, 0, 2);
-    return true;
-  }
-
- private:
-  const char* base_ = nullptr;
-  std::size_t row_bytes_ = 0, bytes_ = 0;
-  int64_t n_ = 0, end_ = 0;
-};
+// The prefetcher of the weight rows [n0, n0 + nc) × columns [k0, k0 + KC) of a [N, K] weight (none for a [K, N]
+// right-hand side, whose block is contiguous).
+RowPrefetcher weight_rows(const GemmRhs& rhs, int64_t N, int64_t K, int64_t n0, int64_t nc, int64_t k0) {
+  if (!rhs.rows_are_outputs || k0 >= K) return {};
+  return RowPrefetcher(rhs.data, dtype_nbytes(rhs.dtype, K), dtype_nbytes(rhs.dtype, k0),
+                       dtype_nbytes(rhs.dtype, std::min(kKC, K - k0)), N, n0, nc);
+}
 
 }  // namespace
 
@@ -139,11 +114,12 @@ void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRh
       for (int64_t n = 0; n < N; ++n) y[m * N + n] = bias ? bias[n] : 0.0f;
     return;
   }
+  if (rhs.rows_are_outputs && use_gemm_bf16(isa, rhs.dtype)) return gemm_bf16(M, N, K, x, rhs.data, bias, y);
   // Balanced passes of at most kMC rows, each a whole number of MR panels.
   const int64_t passes = (M + kMC - 1) / kMC;
   const int64_t rows_per_pass = ((M + passes - 1) / passes + kMR - 1) / kMR * kMR;
   const int64_t k_blocks = (K + kKC - 1) / kKC;
-  Buffer xp = aligned_floats(static_cast<std::size_t>(std::min(rows_per_pass, (M + kMR - 1) / kMR * kMR) * K));
+  Buffer xp = aligned_array<float>(static_cast<std::size_t>(std::min(rows_per_pass, (M + kMR - 1) / kMR * kMR) * K));
 
   for (int64_t m0 = 0; m0 < M; m0 += rows_per_pass) {
     const int64_t mc = std::min(rows_per_pass, M - m0);
@@ -170,8 +146,8 @@ void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRh
           pack_rhs_block(kern, rhs, N, K, n0, nc, k0, kc, wp);
           // While this block computes, pull the next block's weights towards the cache, one row per microkernel
           // call: the weight rows are far apart in memory, so the hardware prefetcher does not see them coming.
-          RowPrefetcher next = kb + 1 < k_blocks ? RowPrefetcher(rhs, N, K, n0, nc, k0 + kc)
-                               : nb + 1 < b1     ? RowPrefetcher(rhs, N, K, n0 + kNC, kNC, 0)
+          RowPrefetcher next = kb + 1 < k_blocks ? weight_rows(rhs, N, K, n0, nc, k0 + kc)
+                               : nb + 1 < b1     ? weight_rows(rhs, N, K, n0 + kNC, kNC, 0)
                                                  : RowPrefetcher();
           for (int64_t p = 0; p < n_panels; ++p) {
             const int nr = static_cast<int>(std::min<int64_t>(kNR, nc - p * kNR));
