@@ -220,11 +220,17 @@ double resident_fraction(const fs::path& path) {
 }
 
 // Writes the file's pages back and drops them from the page cache. False where the filesystem keeps them (tmpfs).
+// Retries until no page is left: under load a few pages (still under writeback) can survive one DONTNEED, and a
+// prefetch that samples only resident pages would rightly read nothing.
 bool evict(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  ::fsync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ::fsync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (resident_fraction(path) == 0.0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   return resident_fraction(path) < 0.1;
 }
 
