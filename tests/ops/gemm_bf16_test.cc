@@ -166,8 +166,10 @@ TEST(GemmBf16, RoutingNeedsAvx512Bf16AndBf16Weights) {
 }
 
 // ops::linear past the small-batch crossover: on AVX512 it rounds x (this path), on AVX2 it does not (f32 path).
-TEST(GemmBf16, LinearTakesItOnAvx512AndNotOnAvx2) {
+// Only with FERRY_BF16_GEMM=1 (opt-in: see bf16_gemm_enabled()); without it linear() keeps the f32 GEMM.
+TEST(GemmBf16, LinearTakesItOnAvx512AndNotOnAvx2WhenEnabled) {
   SKIP_WITHOUT_BF16();
+  if (!cpu::bf16_gemm_enabled()) GTEST_SKIP() << "FERRY_BF16_GEMM=1 is not set";
   const int64_t M = cpu::kSmallBatchMaxRows + 7, N = 40, K = 300;
   const Tensor x = random_tensor({M, K}, DType::F32, 41);
   const Tensor w = random_tensor({N, K}, DType::BF16, 42);

@@ -75,13 +75,14 @@ TEST(Linear, EveryDTypeAndIsaMatchesNaiveReference) {
         Tensor w = random_tensor({c.N, c.K}, wt, 2);
         Tensor b = with_bias ? random_tensor({c.N}, DType::F32, 3) : Tensor();
         const Reference ref = naive_linear(x, w, b);
-        // The bf16 GEMM (bf16 weights past the small-batch rows on AVX-512 BF16 CPUs) rounds x to bf16: its
+        // The bf16 GEMM (bf16 weights past the small-batch rows on AVX-512 BF16 CPUs, FERRY_BF16_GEMM=1) rounds x to bf16: its
         // reference is the same sum on those rounded activations, with the same tolerance.
         const Reference ref_bf16_x = naive_linear(x.to(DType::BF16).to(DType::F32), w, b);
         for_each_isa([&](Isa isa) {
           Tensor y = linear(x, w, b);
           EXPECT_EQ(y.shape(), (Shape{c.M, c.N}));
-          const bool rounds_x = c.M > 1 && !cpu::use_small_batch(isa, wt, c.M) && cpu::use_gemm_bf16(isa, wt);
+          const bool rounds_x = c.M > 1 && !cpu::use_small_batch(isa, wt, c.M) && cpu::bf16_gemm_enabled() &&
+                                cpu::use_gemm_bf16(isa, wt);
           EXPECT_TRUE(matches(y.to_vector<float>(), rounds_x ? ref_bf16_x : ref));
         });
       }

@@ -207,7 +207,10 @@ def cmd_concurrency(args, client):
     print(f"mean batch {batched:.2f}", flush=True)
     check(batched > 2, f"requests were batched together (mean batch {batched:.2f})")
     # Memory returns to its idle level: a second round of the same load does not grow the process.
-    check(rss[1] <= rss[0] * 1.05 + 8 * 1024, f"RSS grew from {rss[0]} KiB to {rss[1]} KiB over a second round")
+    # (Not under AddressSanitizer, whose quarantine holds freed memory on purpose; there LeakSanitizer checks the
+    # server at its clean exit in the shutdown test instead.)
+    if not args.sanitized:
+        check(rss[1] <= rss[0] * 1.05 + 8 * 1024, f"RSS grew from {rss[0]} KiB to {rss[1]} KiB over a second round")
     check(idle["ferry_kv_cache_bytes"] == 0, "no KV cache held when idle")
 
 
@@ -392,6 +395,7 @@ def main():
     p.add_argument("--folder")
     p.add_argument("--pid", type=int)
     p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--sanitized", action="store_true", help="the server is an ASan build: skip the RSS check")
     args = p.parse_args()
     client = openai.OpenAI(base_url=args.url, api_key=args.key, max_retries=0, timeout=300)
     {"basic": cmd_basic, "concurrency": cmd_concurrency, "faults": cmd_faults, "overflow": cmd_overflow, "timeout": cmd_timeout,

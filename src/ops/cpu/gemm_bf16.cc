@@ -6,6 +6,8 @@
 //        bf16, no conversion) into NR-column pair panels in a per-thread buffer, then runs the microkernel over
 //        every (NR panel, MR panel) pair, the weight panel (16 KiB) staying in L1 while the x panels stream from L2.
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/thread_pool.h"
@@ -33,6 +35,14 @@ RowPrefetcher bf16_rows(const void* w, int64_t N, int64_t K, int64_t n0, int64_t
 }  // namespace
 
 bool use_gemm_bf16(Isa isa, DType wt) { return wt == DType::BF16 && isa >= Isa::AVX512 && cpu_has_avx512_bf16(); }
+
+bool bf16_gemm_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("FERRY_BF16_GEMM");
+    return v && std::string_view(v) == "1";
+  }();
+  return enabled;
+}
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, const void* w, const float* bias, float* y) {
   constexpr int64_t MR = kBf16MR, NR = kBf16NR, KC = kBf16KC, NC = kBf16NC;

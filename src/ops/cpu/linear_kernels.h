@@ -115,8 +115,13 @@ void micro(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t l
            const float* bias);
 }  // namespace avx512bf16
 
-/// Whether gemm() of bf16 weights on `isa` takes the bf16 GEMM (ISA AVX512 and the CPU has AVX512_BF16).
+/// Whether gemm() of bf16 weights on `isa` can take the bf16 GEMM (ISA AVX512 and the CPU has AVX512_BF16).
 bool use_gemm_bf16(Isa isa, DType wt);
+/// Whether gemm() takes it: opt-in with FERRY_BF16_GEMM=1 for now. It rounds the activations to bf16 while the
+/// GEMV and small-batch kernels keep them in f32, so a sequence's tokens would depend on the row count of its batch
+/// (continuous batching promises each sequence its solo tokens); it becomes the default once every bf16 path
+/// rounds the same way.
+bool bf16_gemm_enabled();
 /// y[M, N] = bf16(x)[M, K] · wᵀ (+ bias) with w bf16 [N, K], multi-threaded; only where use_gemm_bf16 says so.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, const void* w, const float* bias, float* y);
 
