@@ -57,13 +57,7 @@ Ref reference(const std::vector<float>& x, const std::vector<float>& w, const st
 }
 
 ::testing::AssertionResult matches(const std::vector<float>& got, const Ref& ref) {
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = 2e-5 * ref.mag[i] + 1e-6;
-    if (!(std::abs(got[i] - ref.y[i]) <= tol))
-      return ::testing::AssertionFailure() << "element " << i << " of " << got.size() << ": got " << got[i]
-                                           << ", want " << ref.y[i] << " (tol " << tol << ")";
-  }
-  return ::testing::AssertionSuccess();
+  return within_summation_noise(got, ref.y, ref.mag);
 }
 
 struct Shape3 {

@@ -40,18 +40,8 @@ Reference naive_linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return r;
 }
 
-// f32 sums of K products in any order stay within a few·√K ulps of Σ|x·w| in practice; 2e-5 is far below the
-// size of one missing or doubled product (≈ mag / K for the sizes here) yet above reordering noise.
 ::testing::AssertionResult matches(const std::vector<float>& got, const Reference& ref) {
-  if (got.size() != ref.y.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << ref.y.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = 2e-5 * ref.mag[i] + 1e-6;
-    if (!(std::abs(got[i] - ref.y[i]) <= tol))
-      return ::testing::AssertionFailure() << "element " << i << " of " << got.size() << ": got " << got[i]
-                                           << ", want " << ref.y[i] << " (tol " << tol << ")";
-  }
-  return ::testing::AssertionSuccess();
+  return within_summation_noise(got, ref.y, ref.mag);
 }
 
 struct Case {

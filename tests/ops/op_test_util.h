@@ -94,6 +94,22 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
   return all_close(got, std::vector<double>(want.begin(), want.end()), rtol, atol);
 }
 
+/// A dot-product result against its double reference: |got − want| ≤ 2e-5·mag + 1e-6 elementwise, where mag[i] is
+/// Σ|products| of element i. f32 sums of K products in any order stay within a few·√K ulps of that; 2e-5 is far below
+/// the size of one missing or doubled product (≈ mag / K for the test sizes) yet above reordering noise.
+inline ::testing::AssertionResult within_summation_noise(const std::vector<float>& got, const std::vector<double>& want,
+                                                         const std::vector<double>& mag) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double tol = 2e-5 * mag[i] + 1e-6;
+    if (!(std::abs(got[i] - want[i]) <= tol))
+      return ::testing::AssertionFailure() << "element " << i << " of " << got.size() << ": got " << got[i]
+                                           << ", want " << want[i] << " (tol " << tol << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 /// Bit-for-bit equality (NaNs compare by being NaN).
 inline ::testing::AssertionResult all_equal(const std::vector<float>& got, const std::vector<float>& want) {
   return all_close(got, want, 0.0, 0.0);
