@@ -11,6 +11,23 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// `text` with bytes outside printable ASCII written as \xNN: the parser's messages quote the bytes it read, which
+// may not be UTF-8, and an error message must be valid JSON text.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
 const char* type_name(const Json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "a boolean";
@@ -157,7 +174,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, Endpoint 
   try {
     body = Json::parse(body_text);
   } catch (const nlohmann::json::exception& e) {
-    throw bad_request(std::string("the body is not valid JSON: ") + e.what());
+    throw bad_request("the body is not valid JSON: " + printable(e.what()));
   }
   if (!body.is_object()) throw bad_request(std::string("the body must be a JSON object, not ") + type_name(body));
   const bool chat = endpoint == Endpoint::ChatCompletions;

@@ -130,6 +130,7 @@ TEST(OpenAiRequest, MalformedBodiesAre400sNamingTheField) {
       {P, R"({"model":"m","prompt":"x","logprobs":9})", "logprobs"},
       {P, R"({"model":"m","prompt":"x","messages":[]})", "messages"},
       {P, R"({"model":"m","prompt":"x","best_of":3})", "best_of"},
+      {P, "{\"model\":\"m\",\"logit_bias\":\x8e\x8e\x8e}", ""},  // invalid UTF-8 quoted by the parser's message
   };
   for (const Bad& b : table) {
     try {
@@ -142,6 +143,7 @@ TEST(OpenAiRequest, MalformedBodiesAre400sNamingTheField) {
       EXPECT_FALSE(std::string(e.what()).empty());
       const auto body = e.body();
       EXPECT_EQ(body["error"]["message"], e.what());
+      EXPECT_NO_THROW((void)body.dump()) << b.body;  // valid UTF-8, even when the body was not
     }
   }
   EXPECT_GE(table.size(), 20u);
