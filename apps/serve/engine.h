@@ -114,7 +114,6 @@ class Engine {
   std::condition_variable cv_;
   std::unique_ptr<text::BatchGenerator> generator_;
   std::map<text::SequenceId, std::shared_ptr<RequestStream>> streams_;
-  std::vector<text::SequenceId> to_cancel_;
   EngineStats stats_;
   bool draining_ = false, stopping_ = false;
   std::thread thread_;
