@@ -17,9 +17,11 @@
 // largest magnitude per value); tests/ops/quant_linear_test.cc measures the result against the dequantized f32
 // weights, and tests/models/gguf_llama_cpp_test.cc the logits of real models.
 //
-// Prefill runs here too, in tiles of activation rows (see kQuantRowTile).
+// Prefill runs through the quantized GEMM below on AVX-512, and through the GEMV in tiles of activation rows (see
+// kQuantRowTile) elsewhere.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ferry/core/cpu_features.h"
@@ -84,8 +86,59 @@ void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const floa
            int64_t n0, int64_t n1);
 }  // namespace avx512
 
-/// y[M, N] = x[M, K] · wᵀ (+ bias) for quantized w [N, K], multi-threaded.
+// ---- Prefill: the quantized GEMM (AVX-512 VNNI; quant_gemm.cc drives, quant_gemm_avx512.cc computes) -----------
+//
+// The GEMV above works in dot-product form: per (weight row, activation row) pair and 32-element group it does one
+// integer dot product and then converts and scales it, so at prefill sizes it spends more instructions applying
+// scales than multiplying. The GEMM works in outer-product form instead, like the f32 GEMM: a vector holds 16
+// weight rows, and vpdpbusd multiplies 4 levels of each of those rows with the same 4 activation levels (one 32-bit
+// broadcast), so one group of G elements for 16 weight rows and one activation row is G/4 vpdpbusd, and its scale is
+// applied once to all 16 (one conversion, one multiply, two FMAs).
+//
+// Both sides are repacked for that, group by group (G = 32, or 16 for q6_k whose scales cover 16 elements):
+//  - a weight strip of kQgNR rows: the levels as unsigned bytes u (q8_0: q + 128), chunk by chunk ([G/4][kQgNR][4]),
+//    then the scales a[kQgNR] and offsets c[kQgNR] as f32, so that the weight is a·u + c;
+//  - an activation panel of kQgMR rows: the int8 levels the GEMV uses (QBlock8 / QBlockK), chunk by chunk
+//    ([G/4][kQgMR][4]), then d_x[kQgMR] and s_x[kQgMR] = d_x · Σ levels of the group;
+// and the group's contribution to y[m, n] is  a_n · d_x,m · Σ u·x_q  +  c_n · s_x,m  (the integer sum exact).
+// The arithmetic is the GEMV's up to f32 rounding and summation order: same activation quantization, same
+// dequantized weights.
+inline constexpr int kQgMR = 6;         // activation rows per panel (12 f32 + 12 int32 accumulators)
+inline constexpr int kQgNR = 32;        // weight rows per strip (two 16-lane vectors)
+inline constexpr int64_t kQgKC = 512;   // elements of K per block: a strip's block is 20-24 KiB (L1)
+inline constexpr int64_t kQgNC = 64;    // weight rows per task
+inline constexpr int64_t kQgMC = 512;   // activation rows per pass (each weight block is unpacked once per pass)
+/// Rows of activations from which ops::linear takes the quantized GEMM on AVX-512 rather than the GEMV tiles: the
+/// measured crossovers (bench/bench_quant_gemm.cc, 2048 × 2048): 16 for the 32-element types, 32 for q4_k / q5_k
+/// (whose GEMV keeps a whole 256-element block in integers), 64 for q6_k (16-element groups: twice the scale work).
+int64_t quant_gemm_min_rows(DType wt);
+
+/// The group size the GEMM uses for weights of `wt`: 32, or 16 for q6_k.
+inline int qgemm_group(DType wt) { return wt == DType::Q6_K ? 16 : 32; }
+/// Bytes of one group of a packed weight strip, resp. of an activation panel.
+inline int64_t qgemm_w_group_bytes(int G) { return int64_t{G} * kQgNR + 8 * kQgNR; }
+inline int64_t qgemm_x_group_bytes(int G) { return int64_t{G} * kQgMR + 8 * kQgMR; }
+
+namespace avx512 {
+/// Packs weight rows [n0, n0 + rows) (rows ≤ kQgNR; the rest of the strip zero) × groups [g0, g0 + ng) of w ([N, K],
+/// dtype wt) into `strip` as described above.
+void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng, uint8_t* strip);
+/// y[i · ldy + j] (i < mr, j < nr) = (accumulate ? y : bias ? bias[j] : 0) + Σ over ng groups of the packed activation
+/// panel xp and weight strip wp.
+void qgemm_micro(int G, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr, int nr,
+                 bool accumulate, const float* bias);
+}  // namespace avx512
+
+/// Whether ops::linear of M rows of weights `wt` on `isa` takes the quantized GEMM.
+bool use_quant_gemm(Isa isa, DType wt, int64_t M);
+/// y[M, N] = x · wᵀ (+ bias) through the quantized GEMM, with xq the activations quantized as quant_gemv does (rows
+/// of `row_size` bytes); multi-threaded. ISA AVX512 only.
+void quant_gemm(DType wt, const void* w, int64_t N, int64_t K, int64_t M, const uint8_t* xq, std::size_t row_size,
+                const float* bias, float* y);
+
+/// y[M, N] = x[M, K] · wᵀ (+ bias) for quantized w [N, K], multi-threaded: through the quantized GEMM where
+/// use_quant_gemm says so (unless `allow_gemm` is false: benchmarks compare the two), the GEMV otherwise.
 void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
-                float* y);
+                float* y, bool allow_gemm = true);
 
 }  // namespace ferry::ops::cpu
