@@ -1,5 +1,6 @@
 // End-to-end model speed on a TinyLlama-shaped Llama (hidden 2048, 22 layers, 32 heads, 4 KV heads, intermediate
-// 5632, vocab 32000, untied head: 1.1B parameters) with random f16 weights built in memory, resident on the cpu.
+// 5632, vocab 32000, untied head: 1.1B parameters) with random f16 weights built in memory, resident on the cpu
+// (FERRY_BENCH_DTYPE=bf16: bf16 weights, the same values rounded).
 //   Prefill512     one forward over a 512-token prompt. Counter tokens_per_s.
 //   Decode128      after a 512-token prefill, 128 greedy decode steps (one token per forward, KV cache), each followed
 //                  by one pass of the read baseline (all threads summing a 1 GiB buffer), so both are measured in the
@@ -20,7 +21,9 @@
 #include <cmath>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -46,7 +49,13 @@ nlohmann::json tinyllama_config() {
 
 // Uniform values with the variance of the reference tests' weights: projections N(0, 1/fan_in)-like, embeddings
 // unit variance, norm weights 1. A cheap xorshift keeps building 1.1B parameters to a few seconds.
-Tensor random_f16(const Shape& shape, double half_width, uint64_t seed) {
+// The weights' dtype: f16, or bf16 with FERRY_BENCH_DTYPE=bf16.
+DType weight_dtype() {
+  const char* v = std::getenv("FERRY_BENCH_DTYPE");
+  return v && std::string(v) == "bf16" ? DType::BF16 : DType::F16;
+}
+
+Tensor random_weights(const Shape& shape, double half_width, uint64_t seed) {
   std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
   parallel_for(0, static_cast<int64_t>(v.size()), 1 << 20, [&](int64_t b, int64_t e) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(b) + 1;
@@ -58,7 +67,7 @@ Tensor random_f16(const Shape& shape, double half_width, uint64_t seed) {
       v[static_cast<std::size_t>(i)] = static_cast<float>((2 * u - 1) * half_width);
     }
   });
-  return Tensor::from_vector(v, shape, DType::F16);
+  return Tensor::from_vector(v, shape, weight_dtype());
 }
 
 std::shared_ptr<models::CausalLM> build_model() {
@@ -66,18 +75,18 @@ std::shared_ptr<models::CausalLM> build_model() {
   std::shared_ptr<models::CausalLM> model;
   {
     auto guard = nn::init_empty_weights();
-    model = models::AutoModelForCausalLM::from_config(config, DType::F16);
+    model = models::AutoModelForCausalLM::from_config(config, weight_dtype());
   }
   uint64_t seed = 1;
   for (const auto& [name, t] : model->named_parameters()) {
     const Shape shape = t.shape();
     double half_width = 1.7320508;  // U(-√3, √3): unit variance (embeddings)
     if (shape.size() == 1) {
-      nn::set_module_tensor_to_device(*model, name, Device::cpu(), Tensor::full(shape, 1.0, DType::F16));
+      nn::set_module_tensor_to_device(*model, name, Device::cpu(), Tensor::full(shape, 1.0, weight_dtype()));
       continue;
     }
     if (name.find("embed_tokens") == std::string::npos) half_width /= std::sqrt(static_cast<double>(shape[1]));
-    nn::set_module_tensor_to_device(*model, name, Device::cpu(), random_f16(shape, half_width, seed++));
+    nn::set_module_tensor_to_device(*model, name, Device::cpu(), random_weights(shape, half_width, seed++));
   }
   return model;
 }

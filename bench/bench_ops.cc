@@ -5,6 +5,8 @@
 //                            per thread. The baseline is the best of these patterns.
 //   Gemv/<dtype>/<N>/<K>     one token through a weight matrix; the weights rotate over copies totalling ≥ 256 MiB,
 //                            so each call streams from DRAM, as a decode step through distinct layers does.
+//   SmallBatch/<dtype>/M:<M>  M rows (batched decode) through ops::linear; SmallBatchVsGemm/<dtype>/M:<M> the same
+//                            rows through the small-batch kernel and the GEMM, for their crossover.
 //   Gemm/<path>/512x4096x4096  prefill, 512 tokens × a 4096 × 4096 weight, against OpenBLAS sgemm on f32
 //                            (ferry_bf16: the AVX-512 BF16 path where the CPU has it; ferry_bf16_avx2: the f32 one).
 //
@@ -205,10 +207,11 @@ void BM_Gemv(benchmark::State& state, DType dtype) {
   state.counters["bw_fraction_mean"] = gemv.mean_rate(bytes / 1e9) / read_mean;
   state.counters["bw_fraction_vs_startup"] = gemv.best_rate(bytes / 1e9) / baseline().best_gbps;
 }
-BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({4096, 4096})->Args({11008, 4096})->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({4096, 4096})->Args({11008, 4096})->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+// {5632, 2048} and {2048, 5632}: TinyLlama's MLP (gate/up and down projections), the demo model's shapes.
+BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({4096, 4096})->Args({11008, 4096})->Args({5632, 2048})
+    ->Args({2048, 5632})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({4096, 4096})->Args({11008, 4096})->Args({5632, 2048})
+    ->Args({2048, 5632})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Gemv, f8_e4m3fn, DType::F8_E4M3FN)->Args({4096, 4096})->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Gemv, f8_e5m2, DType::F8_E5M2)->Args({4096, 4096})->UseManualTime()
@@ -260,6 +263,43 @@ BENCHMARK_CAPTURE(BM_SmallBatch, f32, DType::F32)->ArgName("M")->Arg(4)->Arg(16)
 BENCHMARK_CAPTURE(BM_SmallBatch, q8_0, DType::Q8_0)->ArgName("M")->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->Arg(64)
     ->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_SmallBatch, q4_k, DType::Q4_K)->ArgName("M")->Arg(4)->Arg(16)->Arg(64)
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The crossover between the two: the same M rows through cpu::small_batch and cpu::gemm (N = 8192, K = 4096, one
+// weight matrix, so it sits partly in the L3 as in the one-off timings of docs/benchmarks.md), timed alternately,
+// 7 calls each. Counters: small_batch_ms / gemm_ms (best call of each) and gemm_over_small_batch, their ratio (> 1:
+// the small-batch kernel is faster at this M): small_batch_max_rows belongs about where it drops below 1 (bf16 on
+// AVX-512 BF16 CPUs takes the small-batch kernel for every M, for batch invariance: kSmallBatchMaxRowsBf16).
+void BM_SmallBatchVsGemm(benchmark::State& state, DType dtype) {
+  const int64_t M = state.range(0), N = 8192, K = 4096;
+  const Tensor w = random_tensor({N, K}, dtype, 1), x = random_tensor({M, K}, DType::F32, 2);
+  std::vector<float> y(static_cast<std::size_t>(M * N));
+  const Isa isa = cpu_isa();
+  const auto run_small = [&] {
+    ops::cpu::small_batch(isa, dtype, w.raw_data(), N, K, M, x.data<float>(), nullptr, y.data());
+  };
+  const auto run_gemm = [&] {
+    ops::cpu::gemm(isa, M, N, K, x.data<float>(), ops::cpu::GemmRhs{dtype, w.raw_data(), true}, nullptr, y.data());
+  };
+  run_small(), run_gemm();  // warm up
+  Passes small, gemm;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    run_small();
+    const double t = seconds_since(t0);
+    small.add(t);
+    state.SetIterationTime(t);
+    t0 = Clock::now();
+    run_gemm();
+    gemm.add(seconds_since(t0));
+  }
+  state.counters["small_batch_ms"] = small.best * 1e3;
+  state.counters["gemm_ms"] = gemm.best * 1e3;
+  state.counters["gemm_over_small_batch"] = gemm.best / small.best;
+}
+BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, bf16, DType::BF16)->ArgName("M")->Arg(8)->Arg(16)->Arg(24)->Arg(32)->Arg(48)
+    ->Arg(64)->Arg(96)->Arg(128)->Iterations(7)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, f16, DType::F16)->ArgName("M")->Arg(16)->Arg(32)->Arg(64)->Iterations(7)
     ->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // ---- GEMM (prefill) -------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 // on activations rounded to bf16 (nearest-even) the way the kernel rounds them, for M, N and K off every tile and
 // block size (MR 12, NR 32, KC 256, NC 128, MC 288 rows per pass), K odd, with and without bias; the microkernel's
 // accumulate mode and partial tiles; the rounding itself; and the routing (only AVX512 with AVX512_BF16, only bf16
-// weights, FERRY_ISA=avx2 keeps the f32 path). Skipped on CPUs without AVX512_BF16.
+// weights, the default there; FERRY_ISA=avx2 keeps the f32 path). Skipped on CPUs without AVX512_BF16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "ferry/ops/linear.h"
 #include "ops/cpu/linear_kernels.h"
+#include "ops/bf16_test_util.h"
 #include "ops/op_test_util.h"
 
 namespace ferry::ops {
@@ -19,44 +20,7 @@ namespace {
 
 using namespace ferry::ops::optest;
 
-bool have_bf16_gemm() { return cpu_supports(Isa::AVX512) && cpu_has_avx512_bf16(); }
-
-#define SKIP_WITHOUT_BF16() \
-  if (!have_bf16_gemm()) GTEST_SKIP() << "this CPU lacks AVX512_BF16"
-
-// f32 → bf16 → f32, round to nearest-even, NaN kept (quiet), denormals flushed to zero (as vcvtne2ps2bf16 does).
-float round_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) u |= 0x00400000u;
-  else if ((u & 0x7F800000u) == 0) u &= 0x80000000u;
-  else u += 0x7FFFu + ((u >> 16) & 1u);
-  u &= 0xFFFF0000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-
-struct Ref {
-  std::vector<double> y, mag;  // Σ bf16(x)·w + b, and Σ |bf16(x)·w| + |b| (the scale of f32 summation error)
-};
-
-Ref reference(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>* b, int64_t M,
-              int64_t N, int64_t K) {
-  Ref r{std::vector<double>(M * N), std::vector<double>(M * N)};
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      double s = b ? (*b)[n] : 0.0, a = std::abs(s);
-      for (int64_t k = 0; k < K; ++k) {
-        const double p = double(round_bf16(x[m * K + k])) * double(w[n * K + k]);
-        s += p, a += std::abs(p);
-      }
-      r.y[m * N + n] = s, r.mag[m * N + n] = a;
-    }
-  return r;
-}
-
-::testing::AssertionResult matches(const std::vector<float>& got, const Ref& ref) {
+::testing::AssertionResult matches(const std::vector<float>& got, const Bf16Ref& ref) {
   return within_summation_noise(got, ref.y, ref.mag);
 }
 
@@ -65,7 +29,7 @@ struct Shape3 {
 };
 
 TEST(GemmBf16, EveryTileAndBlockTailMatchesDoubleOnRoundedX) {
-  SKIP_WITHOUT_BF16();
+  SKIP_WITHOUT_AVX512_BF16();
   const Shape3 shapes[] = {{1, 1, 1},     {2, 3, 2},     {12, 32, 256}, {13, 33, 257}, {11, 31, 31},
                            {25, 129, 513}, {300, 40, 33}, {289, 17, 3},  {70, 160, 600}, {5, 300, 1}};
   for (const Shape3& s : shapes)
@@ -77,25 +41,25 @@ TEST(GemmBf16, EveryTileAndBlockTailMatchesDoubleOnRoundedX) {
       const auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), bv = b.to_vector<float>();
       std::vector<float> y(static_cast<std::size_t>(s.M * s.N), -7.0f);
       cpu::gemm_bf16(s.M, s.N, s.K, xv.data(), w.raw_data(), with_bias ? bv.data() : nullptr, y.data());
-      EXPECT_TRUE(matches(y, reference(xv, wv, with_bias ? &bv : nullptr, s.M, s.N, s.K)));
+      EXPECT_TRUE(matches(y, bf16_reference(xv, wv, with_bias ? &bv : nullptr, s.M, s.N, s.K)));
     }
 }
 
 TEST(GemmBf16, MisalignedOperands) {
-  SKIP_WITHOUT_BF16();
+  SKIP_WITHOUT_AVX512_BF16();
   const int64_t M = 30, N = 45, K = 77;
   const Tensor x = misaligned(random_tensor({M, K}, DType::F32, 21));
   const Tensor w = misaligned(random_tensor({N, K}, DType::BF16, 22));
   const auto xv = x.to_vector<float>(), wv = w.to_vector<float>();
   std::vector<float> y(static_cast<std::size_t>(M * N));
   cpu::gemm_bf16(M, N, K, x.data<float>(), w.raw_data(), nullptr, y.data());
-  EXPECT_TRUE(matches(y, reference(xv, wv, nullptr, M, N, K)));
+  EXPECT_TRUE(matches(y, bf16_reference(xv, wv, nullptr, M, N, K)));
 }
 
 // The microkernel on one partial tile: accumulate adds to c, bias starts from it, and nothing outside mr × nr is
 // written.
 TEST(GemmBf16, MicrokernelAccumulatesAndKeepsOutsideTheTile) {
-  SKIP_WITHOUT_BF16();
+  SKIP_WITHOUT_AVX512_BF16();
   constexpr int MR = cpu::kBf16MR, NR = cpu::kBf16NR;
   const int64_t K = 37, pairs = (K + 1) / 2, ldc = NR + 5;
   const auto xv = random_floats(MR * K, 31), wv = Tensor::from_vector(random_floats(NR * K, 32), {NR, K},
@@ -132,7 +96,7 @@ TEST(GemmBf16, MicrokernelAccumulatesAndKeepsOutsideTheTile) {
 }
 
 TEST(GemmBf16, ActivationsRoundToNearestEven) {
-  SKIP_WITHOUT_BF16();
+  SKIP_WITHOUT_AVX512_BF16();
   // 1 + 2⁻⁸ is halfway between 1 and 1 + 2⁻⁷: even → 1; 1 + 3·2⁻⁸ → 1 + 2⁻⁶ (even); just above halfway rounds up.
   const float vals[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.5f, INFINITY, NAN, 0.0f};
   const int64_t K = sizeof(vals) / sizeof(vals[0]);
@@ -156,31 +120,25 @@ TEST(GemmBf16, RoutingNeedsAvx512Bf16AndBf16Weights) {
   EXPECT_FALSE(cpu::use_gemm_bf16(Isa::Scalar, DType::BF16));
   EXPECT_FALSE(cpu::use_gemm_bf16(Isa::AVX512, DType::F16));
   EXPECT_FALSE(cpu::use_gemm_bf16(Isa::AVX512, DType::F32));
-  EXPECT_EQ(cpu::use_gemm_bf16(Isa::AVX512, DType::BF16), have_bf16_gemm());
+  EXPECT_EQ(cpu::use_gemm_bf16(Isa::AVX512, DType::BF16), have_avx512_bf16());
 }
 
-// ops::linear past the small-batch crossover: on AVX512 it rounds x (this path), on AVX2 it does not (f32 path).
-// Only with FERRY_BF16_GEMM=1 (opt-in: see bf16_gemm_enabled()); without it linear() keeps the f32 GEMM.
-TEST(GemmBf16, LinearTakesItOnAvx512AndNotOnAvx2WhenEnabled) {
-  SKIP_WITHOUT_BF16();
-  if (!cpu::bf16_gemm_enabled()) GTEST_SKIP() << "FERRY_BF16_GEMM=1 is not set";
-  const int64_t M = cpu::kSmallBatchMaxRows + 7, N = 40, K = 300;
+// cpu::gemm of bf16 weights takes this path on AVX512 (rounding x) and the f32 one on AVX2. (ops::linear takes the
+// small-batch kernel for every row count there instead: tests/ops/bf16_linear_test.cc.)
+TEST(GemmBf16, GemmTakesItOnAvx512AndNotOnAvx2) {
+  SKIP_WITHOUT_AVX512_BF16();
+  const int64_t M = 71, N = 40, K = 300;
   const Tensor x = random_tensor({M, K}, DType::F32, 41);
   const Tensor w = random_tensor({N, K}, DType::BF16, 42);
-  const auto xv = x.to_vector<float>(), wv = w.to_vector<float>();
-  std::vector<float> direct(static_cast<std::size_t>(M * N));
+  const auto xv = x.to_vector<float>();
+  std::vector<float> direct(static_cast<std::size_t>(M * N)), y(direct.size());
   cpu::gemm_bf16(M, N, K, xv.data(), w.raw_data(), nullptr, direct.data());
-  {
-    ScopedIsa isa(Isa::AVX512);
-    EXPECT_TRUE(all_equal(linear(x, w).to_vector<float>(), direct));
-  }
-  {
-    ScopedIsa isa(Isa::AVX2);
-    const auto f32_path = linear(x, w).to_vector<float>();
-    double worst = 0;
-    for (std::size_t i = 0; i < f32_path.size(); ++i) worst = std::max(worst, double(std::abs(f32_path[i] - direct[i])));
-    EXPECT_GT(worst, 0.0) << "AVX2 should not round x to bf16";
-  }
+  cpu::gemm(Isa::AVX512, M, N, K, xv.data(), cpu::GemmRhs{DType::BF16, w.raw_data(), true}, nullptr, y.data());
+  EXPECT_TRUE(all_equal(y, direct));
+  cpu::gemm(Isa::AVX2, M, N, K, xv.data(), cpu::GemmRhs{DType::BF16, w.raw_data(), true}, nullptr, y.data());
+  double worst = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, double(std::abs(y[i] - direct[i])));
+  EXPECT_GT(worst, 0.0) << "AVX2 should not round x to bf16";
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // small-batch kernels of every ISA directly: against a double-precision loop, and each row against ops::linear of that row
 // alone (the GEMV), for row counts that leave every tail of the 6-row register tile, K with tails of the 16- and
 // 32-element steps (and shorter than one step), N that is no multiple of the kernels' row blocks (4, 2), with and
-// without bias; plus the routing, K = 0 and misaligned weights.
+// without bias; plus the routing, K = 0 and misaligned weights. For bf16 weights on AVX-512 BF16 CPUs the references
+// sum on x rounded to bf16, as every path computes there (tests/ops/bf16_linear_test.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,6 +24,13 @@ const DType kDTypes[] = {DType::F32, DType::F16, DType::BF16};
 const int64_t kRows[] = {2, 3, 5, 7, 16, 33, 64};
 const int64_t kDepths[] = {4096, 1000, 17};
 constexpr int64_t kN = 37;  // 4·9 + 1: a partial block for R = 4 and R = 2
+
+// x as the kernels of `isa` compute with it for weights of dtype wt: rounded to bf16 for bf16 weights on AVX-512
+// BF16 CPUs (cpu::use_gemm_bf16; nearest-even, as Tensor::to rounds the test's values, none of them denormal).
+std::vector<float> effective_x(const std::vector<float>& xv, Isa isa, DType wt) {
+  if (!cpu::use_gemm_bf16(isa, wt)) return xv;
+  return Tensor::from_vector(xv, {int64_t(xv.size())}, DType::BF16).to_vector<float>();
+}
 
 // y[m, n] = Σ_k x[m, k] · w[n, k] (+ b[n]) in double, on the weights' exact values.
 std::vector<double> reference(const std::vector<float>& xv, const std::vector<float>& wv, const std::vector<float>* bv,
@@ -60,13 +68,19 @@ double rms(const std::vector<double>& v) {
 TEST(SmallBatchLinear, TakesTheRowsBetweenGemvAndGemm) {
   for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512})
     for (DType wt : kDTypes) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(wt)));
       const int64_t max_rows = cpu::small_batch_max_rows(isa, wt);
-      EXPECT_EQ(max_rows, isa < Isa::AVX512   ? cpu::kSmallBatchMaxRowsAvx2
-                          : wt == DType::F32 ? cpu::kSmallBatchMaxRowsF32
-                                             : cpu::kSmallBatchMaxRows);
       EXPECT_FALSE(cpu::use_small_batch(isa, wt, 1));
       EXPECT_TRUE(cpu::use_small_batch(isa, wt, 2));
       EXPECT_TRUE(cpu::use_small_batch(isa, wt, max_rows));
+      if (cpu::use_gemm_bf16(isa, wt)) {  // bf16 on AVX-512 BF16: every row count (batch invariance)
+        EXPECT_EQ(max_rows, cpu::kSmallBatchMaxRowsBf16);
+        EXPECT_TRUE(cpu::use_small_batch(isa, wt, 100000));
+        continue;
+      }
+      EXPECT_EQ(max_rows, isa < Isa::AVX512   ? cpu::kSmallBatchMaxRowsAvx2
+                          : wt == DType::F32 ? cpu::kSmallBatchMaxRowsF32
+                                             : cpu::kSmallBatchMaxRows);
       EXPECT_FALSE(cpu::use_small_batch(isa, wt, max_rows + 1));
     }
   EXPECT_FALSE(cpu::use_small_batch(Isa::AVX512, DType::F8_E4M3FN, 4));
@@ -87,9 +101,10 @@ TEST(SmallBatchLinear, EveryDTypeIsaAndShapeMatchesDoubleAndTheOneRowGemv) {
           SCOPED_TRACE(std::string(dtype_name(wt)) + " M=" + std::to_string(M) + " K=" + std::to_string(K) +
                        (with_bias ? " bias" : ""));
           const Tensor b = with_bias ? bias : Tensor();
-          const std::vector<double> want = reference(xv, wv, with_bias ? &bv : nullptr, M, kN, K);
-          const double scale = rms(want);
           for_each_isa([&](Isa isa) {
+            const std::vector<double> want =
+                reference(effective_x(xv, isa, wt), wv, with_bias ? &bv : nullptr, M, kN, K);
+            const double scale = rms(want);
             // ops::linear (the small-batch kernel up to small_batch_max_rows, else the GEMM) and the kernel itself.
             const auto got = linear(x, w, b).to_vector<float>();
             EXPECT_TRUE(close(got, want, 1e-5, scale));
@@ -132,9 +147,11 @@ TEST(SmallBatchLinear, MisalignedWeightsAndActivations) {
   for (DType wt : kDTypes) {
     SCOPED_TRACE(std::string(dtype_name(wt)));
     const Tensor w = random_tensor({N, K}, wt, 8), x = random_tensor({M, K}, DType::F32, 9);
-    const std::vector<double> want = reference(x.to_vector<float>(), w.to_vector<float>(), nullptr, M, N, K);
     const Tensor wm = misaligned(w), xm = misaligned(x);
-    for_each_isa([&](Isa) { EXPECT_TRUE(close(linear(xm, wm).to_vector<float>(), want, 1e-5, rms(want))); });
+    for_each_isa([&](Isa isa) {
+      const auto want = reference(effective_x(x.to_vector<float>(), isa, wt), w.to_vector<float>(), nullptr, M, N, K);
+      EXPECT_TRUE(close(linear(xm, wm).to_vector<float>(), want, 1e-5, rms(want)));
+    });
   }
 }
 
@@ -147,9 +164,9 @@ TEST(SmallBatchLinear, DriverTakesAnyRowCount) {
     const Tensor w = random_tensor({N, K}, wt, 10), x = random_tensor({M, K}, DType::F32, 11);
     const Tensor bias = random_tensor({N}, DType::F32, 12);
     const auto bv = bias.to_vector<float>();
-    const std::vector<double> want = reference(x.to_vector<float>(), w.to_vector<float>(), &bv, M, N, K);
     for (Isa isa : supported_isas()) {
       SCOPED_TRACE(std::string(isa_name(isa)));
+      const auto want = reference(effective_x(x.to_vector<float>(), isa, wt), w.to_vector<float>(), &bv, M, N, K);
       std::vector<float> y(static_cast<std::size_t>(M * N));
       cpu::small_batch(isa, wt, w.raw_data(), N, K, M, x.data<float>(), bv.data(), y.data());
       EXPECT_TRUE(close(y, want, 1e-5, rms(want)));

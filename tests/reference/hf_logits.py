@@ -3,7 +3,9 @@
 For each model folder: loads it with AutoModelForCausalLM.from_pretrained in the folder's own dtype (eager attention,
 CPU), runs a fixed random prompt in one forward (prefill), then 16 greedy decode steps with the KV cache, one token
 per forward. For f16/bf16 folders it also reruns the same tokens with the weights upcast to f32, which is what ferry
-computes (f32 activations over f16/bf16 weights), so ferry can be held to f32 tolerances as well.
+computes (f32 activations over f16/bf16 weights), so ferry can be held to f32 tolerances as well. On CPUs with
+AVX512_BF16 ferry rounds every linear layer's input to bf16 for bf16 weights (vdpbf16ps kernels): for bf16 folders a
+third run does that too (f32 weights, each nn.Linear's input rounded to bf16 by a forward pre-hook).
 
 Writes FOLDER.golden.safetensors next to each folder (outside it, so checkpoint discovery never sees it):
   input_ids       i64 [T]        the prompt
@@ -11,6 +13,8 @@ Writes FOLDER.golden.safetensors next to each folder (outside it, so checkpoint 
   decode_tokens   i64 [16]       the greedy tokens fed one by one (decode_tokens[0] = argmax of the last prompt row)
   decode_logits   f32 [16, V]    logits after feeding decode_tokens[i]
   prefill_logits_f32, decode_logits_f32   the same with f32 weights (f16/bf16 folders only; same decode_tokens)
+  prefill_logits_f32_bf16x, decode_logits_f32_bf16x   the same with f32 weights and bf16-rounded linear inputs
+                                                      (bf16 folders only)
 
 Usage: python hf_logits.py FOLDER... [--prompt-length 11] [--steps 16] [--seed 7]
 """
@@ -29,6 +33,16 @@ from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache  # noqa:
 
 def load(folder, dtype):
     return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager").eval()
+
+
+def round_linear_inputs_to_bf16(model):
+    """Rounds the input of every nn.Linear to bf16 (nearest-even) and back to f32, as ferry's bf16 kernels do."""
+    def hook(module, args):
+        return (args[0].to(torch.bfloat16).to(torch.float32),) + tuple(args[1:])
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear):
+            m.register_forward_pre_hook(hook)
+    return model
 
 
 def run(model, input_ids, decode_tokens=None, steps=16):
@@ -68,6 +82,11 @@ def golden(folder, prompt_length, steps, seed):
         prefill32, _, decode32 = run(load(folder, torch.float32), input_ids, decode_tokens=tokens, steps=steps)
         tensors["prefill_logits_f32"] = prefill32.contiguous()
         tensors["decode_logits_f32"] = decode32.contiguous()
+    if dtype == torch.bfloat16:
+        model = round_linear_inputs_to_bf16(load(folder, torch.float32))
+        prefill_x, _, decode_x = run(model, input_ids, decode_tokens=tokens, steps=steps)
+        tensors["prefill_logits_f32_bf16x"] = prefill_x.contiguous()
+        tensors["decode_logits_f32_bf16x"] = decode_x.contiguous()
     save_file(tensors, os.path.normpath(folder) + ".golden.safetensors")
     print(f"{folder}: {str(dtype).replace('torch.', '')}, prompt {prompt_length}, {steps} decode steps, "
           f"tokens {tokens.tolist()}")

@@ -3,7 +3,9 @@
 Variants: "t5_v10" (relu FFN, lm_head tied to shared, output scaled by d_model^-0.5), "t5_v11" (gated-gelu FFN,
 untied lm_head as in T5 v1.1 / T0pp / Flan-T5 checkpoints: written with its own lm_head.weight and
 tie_word_embeddings false), "mt5" (the v1.1 graph as MT5ForConditionalGeneration), "umt5" (a relative bias in every layer), each in f32 (t5_v10 in shards); "t5_v11_bf16" and
-"t5_v11_f16" in half precision (golden logits from the weights upcast to f32, what ferry computes). For each: input_ids [S] for the encoder, then greedy decoding from decoder_start_token_id for STEPS steps,
+"t5_v11_f16" in half precision (golden logits from the weights upcast to f32, what ferry computes; for t5_v11_bf16
+also logits_bf16x / encoder_bf16x, the same decoder_ids with every nn.Linear's input rounded to bf16, what ferry
+computes on CPUs with AVX512_BF16). For each: input_ids [S] for the encoder, then greedy decoding from decoder_start_token_id for STEPS steps,
 one token per forward with the cache. Writes ROOT/NAME/ ROOT/NAME.golden.safetensors and ROOT/NAME.plans.json (Accelerate's
 infer_auto_device_map for several cpu budgets):
   input_ids i64 [S]; decoder_ids i64 [STEPS] (the tokens fed: start, then the greedy choices);
@@ -65,6 +67,31 @@ def golden(model, steps, seed):
             "encoder": enc[0].float().contiguous()}
 
 
+def round_linear_inputs_to_bf16(model):
+    """Rounds the input of every nn.Linear to bf16 (nearest-even) and back to f32, as ferry's bf16 kernels do."""
+    def hook(module, args):
+        return (args[0].to(torch.bfloat16).to(torch.float32),) + tuple(args[1:])
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear):
+            m.register_forward_pre_hook(hook)
+    return model
+
+
+def golden_bf16x(model, ref):
+    """encoder_bf16x and logits_bf16x: ref's input_ids and decoder_ids (teacher forcing) through `model` with its
+    linear inputs rounded to bf16."""
+    model = round_linear_inputs_to_bf16(model)
+    with torch.no_grad():
+        enc = model.get_encoder()(input_ids=ref["input_ids"][None]).last_hidden_state
+        rows, cache = [], None
+        for token in ref["decoder_ids"].tolist():
+            out = model(encoder_outputs=(enc,), decoder_input_ids=torch.tensor([[token]]), past_key_values=cache,
+                        use_cache=True)
+            cache = out.past_key_values
+            rows.append(out.logits[0, -1].float())
+    return {"logits_bf16x": torch.stack(rows), "encoder_bf16x": enc[0].float().contiguous()}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("root")
@@ -84,7 +111,10 @@ def main():
     ]
     for i, (name, cls, config, dtype, untied) in enumerate(cases):
         model, folder = make(a.root, name, cls, config, dtype, untied)
-        save_file(golden(model, a.steps, 100 + i), folder + ".golden.safetensors")
+        g = golden(model, a.steps, 100 + i)
+        if dtype == torch.bfloat16:
+            g.update(golden_bf16x(model, g))
+        save_file(g, folder + ".golden.safetensors")
         with open(folder + ".plans.json", "w") as f:
             json.dump(plans(folder, cls), f)
         print(name, "written")

@@ -2,14 +2,15 @@
 // the two bf16 halves of each 32-bit lane of two vectors and adds both products to that lane's f32 accumulator, so
 // both operands are laid out as bf16 pairs along K (pair p = elements 2p, 2p + 1 of the reduction):
 //   activations: an MR-row panel holds, per pair p, MR 32-bit words (one pair per row), f32 rounded to bf16 to
-//                nearest-even by vcvtne2ps2bf16;
+//                nearest-even by vcvtne2ps2bf16 (which also flushes denormals to ±0 and keeps NaN a NaN, quieted);
+//                round_to_bf16 rounds through the same code for the bf16 GEMV and small-batch kernels;
 //   weights:     an NR-column panel holds, per pair p, NR words (one pair per output feature). A bf16 weight row
 //                [K] already stores its pairs as consecutive words, so packing is a 32-bit transpose of 16 rows ×
 //                16 words in registers, with no conversion.
 // Microkernel: kBf16MR × kBf16NR outputs in 2 · MR zmm accumulators; per pair two weight vectors are loaded and each
 // row's pair is broadcast once for two vdpbf16ps (24 of them per 14 loads at MR = 12).
 // A K that is odd ends with a pair whose upper half is zero in both operands.
-// Everything here has internal linkage except the three kernels, and no standard-library template is instantiated,
+// Everything here has internal linkage except the kernels, and no standard-library template is instantiated,
 // so the linker cannot pick code of this file (built with -mavx512bf16) for a translation unit of a lower ISA.
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() values, which -Wuninitialized reports in every caller
 // (a false positive): silenced for this file, before the header is read.
@@ -75,7 +76,25 @@ inline __mmask16 low_mask(int64_t n) {
   return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
 }
 
+// Elements [0, min(left, 32)) of p rounded to bf16 (zeros past them), in order: 32 bf16, i.e. 16 pairs. The one
+// rounding of every bf16-weight path (pack_x here, round_to_bf16 for the GEMV and small-batch kernels).
+inline __m512i round32(const float* p, int64_t left) {
+  const __m512 lo = _mm512_maskz_loadu_ps(low_mask(left), p);
+  const __m512 hi = left > 16 ? _mm512_maskz_loadu_ps(low_mask(left - 16), p + 16) : _mm512_setzero_ps();
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
 }  // namespace
+
+void round_to_bf16(const float* x, int64_t n, uint16_t* dst) {
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) _mm512_storeu_si512(dst + k, round32(x + k, 32));
+  if (k < n) {
+    const int64_t left = n - k;
+    const __mmask32 m = static_cast<__mmask32>(left >= 32 ? 0xFFFFFFFFu : (1u << left) - 1u);
+    _mm512_mask_storeu_epi16(dst + k, m, round32(x + k, left));
+  }
+}
 
 void pack_x(const float* x, int64_t K, int64_t m0, int mr, int64_t k0, int64_t kc, uint32_t* dst) {
   const int64_t pairs = (kc + 1) / 2;
@@ -83,10 +102,7 @@ void pack_x(const float* x, int64_t K, int64_t m0, int mr, int64_t k0, int64_t k
   for (int i = 0; i < mr; ++i) {
     const float* row = x + (m0 + i) * K + k0;
     for (int64_t k = 0; k < kc; k += 32) {
-      const int64_t left = kc - k;
-      const __m512 lo = _mm512_maskz_loadu_ps(low_mask(left), row + k);
-      const __m512 hi = left > 16 ? _mm512_maskz_loadu_ps(low_mask(left - 16), row + k + 16) : _mm512_setzero_ps();
-      _mm512_store_si512(words, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      _mm512_store_si512(words, round32(row + k, kc - k));
       const int64_t p0 = k / 2, n = pairs - p0 < 16 ? pairs - p0 : 16;
       for (int64_t t = 0; t < n; ++t) dst[(p0 + t) * MR + i] = words[t];
     }

@@ -1,13 +1,13 @@
 // The blocked GEMM driver for bf16 weights on AVX-512 BF16 CPUs (see linear_kernels.h; kernels in
-// gemm_avx512bf16.cc). The loop nest is gemm.cc's, on bf16 pairs instead of f32:
+// gemm_avx512bf16.cc), and bf16_activations, the rounding of x the bf16 GEMV and small-batch drivers use (the same
+// conversion as the GEMM's pack_x). The loop nest is gemm.cc's, on bf16 pairs instead of f32:
 //   for each pass over kBf16MC activation rows:
 //     1. round x[rows, :] to bf16 and pack it into MR-row pair panels, one block per KC slice (all threads);
 //     2. split N into kBf16NC-column tasks; a task walks the KC slices: it transposes its weight block (NC × KC
 //        bf16, no conversion) into NR-column pair panels in a per-thread buffer, then runs the microkernel over
 //        every (NR panel, MR panel) pair, the weight panel (16 KiB) staying in L1 while the x panels stream from L2.
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
+#include <vector>
 
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/thread_pool.h"
@@ -36,12 +36,15 @@ RowPrefetcher bf16_rows(const void* w, int64_t N, int64_t K, int64_t n0, int64_t
 
 bool use_gemm_bf16(Isa isa, DType wt) { return wt == DType::BF16 && isa >= Isa::AVX512 && cpu_has_avx512_bf16(); }
 
-bool bf16_gemm_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FERRY_BF16_GEMM");
-    return v && std::string_view(v) == "1";
-  }();
-  return enabled;
+const uint16_t* bf16_activations(const float* x, int64_t M, int64_t K) {
+  thread_local std::vector<uint16_t> buf;
+  buf.resize(static_cast<std::size_t>(M * K));
+  uint16_t* out = buf.data();
+  // ~64 K elements per task: rounding runs at several elements per cycle, so only big batches are worth splitting.
+  parallel_for(0, M, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, K)), [&](int64_t m0, int64_t m1) {
+    avx512bf16::round_to_bf16(x + m0 * K, (m1 - m0) * K, out + m0 * K);
+  });
+  return out;
 }
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, const void* w, const float* bias, float* y) {

@@ -6,7 +6,10 @@
 //                             (AVX-512: up to 64 rows for f16 / bf16, 32 for f32; AVX2 and scalar: 16; the measured
 //                             crossovers with the GEMM, docs/benchmarks.md "Small-batch linear");
 //   several rows otherwise -> the blocked GEMM, converting weight blocks as it goes.
-//                             bf16 weights on AVX-512 BF16 CPUs: the bf16 GEMM (x rounded to bf16, vdpbf16ps).
+// bf16 weights on AVX-512 BF16 CPUs: x rounded to bf16 and bf16 pairs multiplied by vdpbf16ps (avx512bf16 kernels);
+// one row: the GEMV, any more: the small-batch kernel, whatever M (no GEMM), the two computing each output with the
+// same instructions, so a row's result does not depend on the rows that share its call (batch invariance,
+// linear_kernels.h; FERRY_ISA=avx2: the f32 paths, x not rounded).
 // OpenBLAS sgemm is not used for f32 weights: on the 2-core dev VM the blocked GEMM matched it at 512 × 4096 ×
 // 4096 (within noise, both ~50 GFLOP/s best-of-12 on 2 threads; OpenBLAS ~3% ahead on one idle core) and beat
 // it for few rows (64 rows: 41 vs 26 GFLOP/s), and OpenBLAS would bring a second spinning thread pool that

@@ -1,7 +1,7 @@
 // Kernels behind ops::linear and ops::matmul, one set per ISA (scalar in gemv.cc / gemm.cc / small_batch.cc, AVX2 in
 // gemv_avx2.cc / gemm_avx2.cc / small_batch_avx2.cc, AVX-512 in small_batch_avx512.cc, AVX-512 BF16 in
-// gemm_avx512bf16.cc; an ISA without its own version of a kernel runs the next lower one), chosen once per op call by
-// linear_kernels() (and use_gemm_bf16()).
+// gemv_avx512bf16.cc / small_batch_avx512bf16.cc / gemm_avx512bf16.cc; an ISA without its own version of a kernel
+// runs the next lower one), chosen once per op call by linear_kernels() (and use_gemm_bf16()).
 //
 // Legend: M = rows of the activations (tokens), N = output features, K = input features (the reduction).
 // GEMV (M == 1): each weight row is read once, converted in registers and dotted with x; a thread walks its rows
@@ -13,16 +13,32 @@
 // memory-bound this is too (small M), and at larger M it runs at the FMA rate with no packing pass.
 // GEMM (M > 1 otherwise): the blocked loop of gemm.cc packs x into MR-row panels and, per thread, converts a weight
 // block into NR-column f32 panels, then runs the MR × NR register-blocked microkernel over them.
-// bf16 GEMM (bf16 weights, M past the small-batch crossover, ISA AVX512 on a CPU with AVX512_BF16; gemm_bf16.cc
-// driver, gemm_avx512bf16.cc kernels): the same loop nest on bf16 pairs. x is rounded to bf16 (nearest-even, as
-// llama.cpp and bf16 matmuls in PyTorch do) and packed as kBf16MR-row panels of pairs; weight blocks are transposed
-// as 32-bit pairs into kBf16NR-column panels (no conversion); the 12 × 32 microkernel's vdpbf16ps does two
-// multiply-adds per f32 lane, twice the f32 FMA's work per instruction, accumulating in f32 (2x the f32 path's
-// GFLOP/s at 512 × 4096 × 4096 on Zen 4). Error: that of rounding x to bf16 (2⁻⁹ relative per element): at
-// 512 × 2048 × 2048 against f64, rms error 1.5e-3 of rms(y) and at most 2.7e-4 of Σ|x·w| (f32 path: 2.9e-7, 7e-8).
+// bf16 weights on a CPU with AVX512_BF16 (ISA AVX512; use_gemm_bf16): every path rounds x to bf16 (nearest-even,
+// as llama.cpp and bf16 matmuls in PyTorch do) with the one conversion of avx512bf16::round_to_bf16 / pack_x, and
+// multiplies bf16 pairs with vdpbf16ps into f32 accumulators (products of two bf16 are exact in f32).
+// FERRY_ISA=avx2 keeps the f32 paths (x not rounded).
+//   GEMV (gemv_avx512bf16.cc): a weight row's 32 bf16 are one zmm, dotted with 32 bf16 of x by one vdpbf16ps.
+//   Small batch (small_batch_avx512bf16.cc): the AVX-512 kernel's 4 × 6 tile on bf16 pairs.
+//   GEMM (gemm_bf16.cc driver, gemm_avx512bf16.cc kernels): the same loop nest as gemm.cc on bf16 pairs. x is
+//   packed as kBf16MR-row panels of pairs; weight blocks are transposed as 32-bit pairs into kBf16NR-column panels
+//   (no conversion); the 12 × 32 microkernel's vdpbf16ps does two multiply-adds per f32 lane, twice the f32 FMA's
+//   work per instruction (2x the f32 path's GFLOP/s at 512 × 4096 × 4096 on Zen 4). cpu::gemm takes it for bf16
+//   weights; ops::linear does not (below).
+// Batch invariance: rounding to bf16 turns a difference of one f32 ulp ahead of a linear layer into one of a bf16 ulp
+// (2⁻⁸) whenever it carries a value across a rounding boundary, so paths that differ only in the order of their f32
+// sums — harmless for f32 / f16 weights — flip near-ties of a model's tokens: with the GEMV, the small-batch kernel
+// and the GEMM each rounding x, a sequence served alone and in a batch of 32 differed in 3 of 32 streams, every run
+// (ServeOpenAi.ThirtyTwoConcurrentStreamsEachEqualTheirSoloResult). So the GEMV and the small-batch kernel compute
+// every output with the same instructions in the same order (bf16_dot_avx512bf16.h), and ops::linear takes the
+// small-batch kernel for every M >= 2 (kSmallBatchMaxRowsBf16): a row's result is bit for bit the same whatever
+// other rows share the call, and continuous batching gives each sequence its solo tokens. The GEMM would be faster
+// for long prompts only (kSmallBatchMaxRowsBf16 gives the measurements).
+// Error: that of rounding x to bf16 (2⁻⁹ relative per element): at 512 × 2048 × 2048 against f64, rms error 1.5e-3
+// of rms(y) and at most 2.7e-4 of Σ|x·w| (f32 path: 2.9e-7, 7e-8).
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/dtype.h"
@@ -52,6 +68,14 @@ inline constexpr int64_t kBf16MC = 288;
 inline constexpr int64_t kSmallBatchMaxRows = 64;
 inline constexpr int64_t kSmallBatchMaxRowsF32 = 32;
 inline constexpr int64_t kSmallBatchMaxRowsAvx2 = 16;
+/// bf16 weights on AVX-512 BF16 CPUs (use_gemm_bf16): every row count, for batch invariance (see the top of this
+/// file). The bf16 GEMM is faster only for many rows: bench_ops SmallBatchVsGemm/bf16 (2 threads, best of 7, medians
+/// of 3 runs on the loaded dev VM) has the small-batch kernel 2.4x ahead of it at M = 8, 1.5x at 32, 1.2–1.3x at 64,
+/// 1.03–1.12x at 96, even up to 256 and 0.77x at 384 (N = 8192, K = 4096); at M = 512 on TinyLlama's shapes 0.70–0.77x
+/// (5632 × 2048), 0.77–0.84x (2048 × 2048), 1.0–1.08x (2048 × 5632), i.e. `ferry bench -p 512` pp512 ~131 tok/s
+/// against ~131–152 with the GEMM from 65 rows. Setting this to kSmallBatchMaxRows gives the GEMM those rows back,
+/// at the price of the invariance (ServeOpenAi.ThirtyTwoConcurrentStreamsEachEqualTheirSoloResult then fails).
+inline constexpr int64_t kSmallBatchMaxRowsBf16 = std::numeric_limits<int64_t>::max();
 /// Activation rows per register tile of the small-batch kernels (AVX-512 and AVX2).
 inline constexpr int kSmallBatchRowTile = 6;
 
@@ -103,6 +127,15 @@ inline constexpr int kSmallBatchX = 32;
 }  // namespace avx512
 
 namespace avx512bf16 {
+/// dst[i] = x[i] rounded to bf16 (nearest-even by vcvtne2ps2bf16: denormals become ±0, NaN stays NaN, quieted), as
+/// bits, for i < n: bit for bit the rounding of pack_x (the same code).
+void round_to_bf16(const float* x, int64_t n, uint16_t* dst);
+/// y[n] = dot(w[n, :K], x) (+ bias[n]) for n in [n0, n1), w bf16 rows, x bf16 (round_to_bf16 of the activations).
+void gemv(const void* w, int64_t K, const uint16_t* x, const float* bias, float* y, int64_t n0, int64_t n1);
+/// y[m · ldy + n] = dot(w[n, :K], x_m) (+ bias[n]) for n in [n0, n1), m < M; x_m = x + m · K (bf16, rounded by
+/// round_to_bf16), w bf16 rows.
+void small_batch(const void* w, int64_t K, const uint16_t* x, int64_t M, const float* bias, float* y, int64_t ldy,
+                 int64_t n0, int64_t n1);
 /// Rounds x[m0 + i, k0 .. k0 + kc) (i < mr) to bf16 and packs it as pairs: dst[p · kBf16MR + i] = elements k0 + 2p
 /// (low half) and k0 + 2p + 1 (high half, 0 past kc); rows i ≥ mr are zero. p < ⌈kc / 2⌉.
 void pack_x(const float* x, int64_t K, int64_t m0, int mr, int64_t k0, int64_t kc, uint32_t* dst);
@@ -115,13 +148,12 @@ void micro(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t l
            const float* bias);
 }  // namespace avx512bf16
 
-/// Whether gemm() of bf16 weights on `isa` can take the bf16 GEMM (ISA AVX512 and the CPU has AVX512_BF16).
+/// Whether bf16 weights on `isa` take the AVX-512 BF16 kernels, x rounded to bf16, on every path (GEMV, small batch,
+/// GEMM): ISA AVX512 and the CPU has AVX512_BF16.
 bool use_gemm_bf16(Isa isa, DType wt);
-/// Whether gemm() takes it: opt-in with FERRY_BF16_GEMM=1 for now. It rounds the activations to bf16 while the
-/// GEMV and small-batch kernels keep them in f32, so a sequence's tokens would depend on the row count of its batch
-/// (continuous batching promises each sequence its solo tokens); it becomes the default once every bf16 path
-/// rounds the same way.
-bool bf16_gemm_enabled();
+/// x[M, K] rounded to bf16 by avx512bf16::round_to_bf16, in a buffer of the calling thread that stays valid until
+/// its next call (multi-threaded for large M · K). Only where the CPU has AVX512_BF16.
+const uint16_t* bf16_activations(const float* x, int64_t M, int64_t K);
 /// y[M, N] = bf16(x)[M, K] · wᵀ (+ bias) with w bf16 [N, K], multi-threaded; only where use_gemm_bf16 says so.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, const void* w, const float* bias, float* y);
 
@@ -136,14 +168,14 @@ struct GemmRhs {
 /// y[M, N] = x[M, K] · rhs (+ bias[N]), multi-threaded, with the kernels of `isa` (bf16 weights: gemm_bf16 where
 /// use_gemm_bf16 says so).
 void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRhs& rhs, const float* bias, float* y);
-/// y[N] = w[N, K] · x[K] (+ bias), multi-threaded.
+/// y[N] = w[N, K] · x[K] (+ bias), multi-threaded (bf16 weights: bf16(x) where use_gemm_bf16 says so).
 void gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, const float* x, const float* bias, float* y);
 /// Whether ops::linear of M rows against weights of dtype wt on `isa` takes small_batch (f32 / f16 / bf16, 2 <= M <=
 /// small_batch_max_rows).
 int64_t small_batch_max_rows(Isa isa, DType wt);
 bool use_small_batch(Isa isa, DType wt, int64_t M);
-/// y[M, N] = x[M, K] · wᵀ (+ bias) through the small-batch kernel of `isa`, multi-threaded. Any M works (tests);
-/// ops::linear sends it what use_small_batch accepts.
+/// y[M, N] = x[M, K] · wᵀ (+ bias) through the small-batch kernel of `isa`, multi-threaded (bf16 weights: bf16(x)
+/// where use_gemm_bf16 says so). Any M works (tests); ops::linear sends it what use_small_batch accepts.
 void small_batch(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
                  float* y);
 

@@ -6,8 +6,9 @@
 // output equals scalar::gemv of that row bit for bit). It is the reference the SIMD kernels are tested against and
 // the fallback on CPUs without AVX2.
 //
-// The driver arranges x once per call for the bf16 kernels (bf16_x_block), then splits N among the threads in
-// blocks of whole kernel row blocks, chunks of at least ~64 KiB of weights as the GEMV does.
+// The driver prepares x once per call for bf16 weights — rounded to bf16 for avx512bf16::small_batch where
+// use_gemm_bf16 holds (bf16_activations), else arranged for the f32 kernels (bf16_x_block) — then splits N among the
+// threads in blocks of whole kernel row blocks, chunks of at least ~64 KiB of weights as the GEMV does.
 #include <algorithm>
 #include <vector>
 
@@ -51,6 +52,7 @@ void small_batch(DType wt, const void* w, int64_t K, const float* x, int64_t M, 
 
 int64_t small_batch_max_rows(Isa isa, DType wt) {
   if (wt != DType::F32 && wt != DType::F16 && wt != DType::BF16) return 0;
+  if (use_gemm_bf16(isa, wt)) return kSmallBatchMaxRowsBf16;
   if (isa < Isa::AVX512) return kSmallBatchMaxRowsAvx2;
   return wt == DType::F32 ? kSmallBatchMaxRowsF32 : kSmallBatchMaxRows;
 }
@@ -61,6 +63,16 @@ void small_batch(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t
                  float* y) {
   const auto& kern = linear_kernels(isa);
   if (M <= 0 || N <= 0) return;
+  // Blocks of 4 rows (a multiple of every kernel's row block, so only the last chunk has a partial block).
+  constexpr int64_t kGroup = 4;
+  const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(wt)));
+  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
+  if (use_gemm_bf16(isa, wt)) {
+    const uint16_t* xb = bf16_activations(x, M, K);
+    return parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
+      avx512bf16::small_batch(w, K, xb, M, bias, y, N, g0 * kGroup, std::min(g1 * kGroup, N));
+    });
+  }
   const float* xk = x;
   thread_local std::vector<float> arranged;
   if (wt == DType::BF16 && kern.bf16_x_block > 0 && K >= kern.bf16_x_block) {
@@ -78,10 +90,6 @@ void small_batch(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t
     });
     xk = out;
   }
-  // Blocks of 4 rows (a multiple of every kernel's row block, so only the last chunk has a partial block).
-  constexpr int64_t kGroup = 4;
-  const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(wt)));
-  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
   parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
     kern.small_batch(wt, w, K, xk, M, bias, y, N, g0 * kGroup, std::min(g1 * kGroup, N));
   });
