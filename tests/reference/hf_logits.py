@@ -29,20 +29,11 @@ for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache  # noqa: E402
+from bf16_linear_inputs import round_linear_inputs_to_bf16  # noqa: E402
 
 
 def load(folder, dtype):
     return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager").eval()
-
-
-def round_linear_inputs_to_bf16(model):
-    """Rounds the input of every nn.Linear to bf16 (nearest-even) and back to f32, as ferry's bf16 kernels do."""
-    def hook(module, args):
-        return (args[0].to(torch.bfloat16).to(torch.float32),) + tuple(args[1:])
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear):
-            m.register_forward_pre_hook(hook)
-    return model
 
 
 def run(model, input_ids, decode_tokens=None, steps=16):

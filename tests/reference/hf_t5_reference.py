@@ -21,6 +21,7 @@ for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"
     os.environ.setdefault(var, "1")
 
 import torch  # noqa: E402
+from bf16_linear_inputs import round_linear_inputs_to_bf16  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (MT5Config, MT5ForConditionalGeneration, T5Config,  # noqa: E402
                           T5ForConditionalGeneration, UMT5Config, UMT5ForConditionalGeneration)
@@ -65,16 +66,6 @@ def golden(model, steps, seed):
             fed.append(int(out.logits[0, -1].argmax()))
     return {"input_ids": input_ids, "decoder_ids": torch.tensor(fed[:steps]), "logits": torch.stack(rows),
             "encoder": enc[0].float().contiguous()}
-
-
-def round_linear_inputs_to_bf16(model):
-    """Rounds the input of every nn.Linear to bf16 (nearest-even) and back to f32, as ferry's bf16 kernels do."""
-    def hook(module, args):
-        return (args[0].to(torch.bfloat16).to(torch.float32),) + tuple(args[1:])
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear):
-            m.register_forward_pre_hook(hook)
-    return model
 
 
 def golden_bf16x(model, ref):

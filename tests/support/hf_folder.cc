@@ -127,8 +127,9 @@ void make_reference_folders(const fs::path& python, const fs::path& scripts_dir,
   const fs::path make_script = scripts_dir / "hf_make_folder.py";
   const fs::path logits_script = scripts_dir / "hf_logits.py";
   const std::string list = cases_json(cases).dump();
+  const fs::path helper_module = scripts_dir / "bf16_linear_inputs.py";  // imported by hf_logits.py
   const std::string key = std::to_string(std::hash<std::string>{}(read_file(make_script) + read_file(logits_script) +
-                                                                  list + python.string()));
+                                                                  read_file(helper_module) + list + python.string()));
   const fs::path stamp = root / "stamp";
   auto up_to_date = [&] { return fs::exists(stamp) && read_file(stamp) == key; };
   if (up_to_date()) return;
