@@ -90,9 +90,10 @@ void quant_gemm(DType wt, const void* w, int64_t N, int64_t K, int64_t M, const 
     const int64_t mc = std::min(rows_per_pass, M - m0);
     const int64_t panels = (mc + kQgMR - 1) / kQgMR;
     parallel_for(0, panels, 1, [&](int64_t p0, int64_t p1) {
-      for (int64_t i = p0; i < p1; ++i)
-        pack_x_panel(xq, row_size, kblocks, G, m0 + i * kQgMR, static_cast<int>(std::min<int64_t>(kQgMR, mc - i * kQgMR)),
-                     groups, xp.get() + i * panel_bytes);
+      for (int64_t i = p0; i < p1; ++i) {
+        const int mr = static_cast<int>(std::min<int64_t>(kQgMR, mc - i * kQgMR));
+        pack_x_panel(xq, row_size, kblocks, G, m0 + i * kQgMR, mr, groups, xp.get() + i * panel_bytes);
+      }
     });
     const int64_t n_blocks = (N + kQgNC - 1) / kQgNC;
     parallel_for(0, n_blocks, 1, [&](int64_t b0, int64_t b1) {
