@@ -267,9 +267,12 @@ TEST(BatchGenerate, DiskOffloadedWeightsAreReadOncePerStepForTheWholeBatch) {
   }
   model8.reset();  // as model1 above: its prefetcher ends before the counts are read
   const io::StagedReaderStats eight = reader8->stats();
-  // Tensors taken from disk: exactly the same. Bytes: the same up to a read-ahead racing the end of the run.
+  // Tensors taken from disk: exactly the same. Bytes: the same up to the read-ahead racing the end of the run — the
+  // prefetcher's next modules (prefetch = 2) of a forward that never comes, read or not depending on timing (an ASan
+  // CI run saw 479 KB against 559 KB, 14%). At most one forward's bytes of the four; a batch reading per sequence
+  // would read eight times as much.
   EXPECT_EQ(eight.tensors, one.tensors) << "8 sequences in 4 steps vs one sequence in 4 forwards";
-  EXPECT_NEAR(double(eight.bytes_read), double(one.bytes_read), double(one.bytes_read) / 8);
+  EXPECT_NEAR(double(eight.bytes_read), double(one.bytes_read), double(one.bytes_read) / 4);
   for (const auto& r : results) EXPECT_EQ(r.result.generated_ids, alone.generated_ids);
   EXPECT_EQ(alone.generated_ids, generate(*resident, nullptr, prompt, o).generated_ids);
 }
