@@ -67,8 +67,15 @@ class T5Reference : public ::testing::Test {
       const double d = test::max_abs_diff(logits, w) / std::max(1e-30, test::max_abs(w));
       worst = std::max(worst, d);
       EXPECT_LE(d, tolerance) << label << ": step " << i;
+      // Greedy agreement with the reference these logits are compared to: its argmax (= the fed token for the plain
+      // run; the "_bf16x" run's logits were computed on the plain run's tokens, whose argmax a near-tie can change —
+      // a CI run saw 81 against the fed 63 with the logits equal to 7.8e-8).
       if (i + 1 < fed.size()) {
-        EXPECT_EQ(ops::argmax(logits).to_vector<int64_t>()[0], fed[i + 1]) << label << ": greedy step " << i;
+        EXPECT_EQ(ops::argmax(logits).to_vector<int64_t>()[0], ops::argmax(w).to_vector<int64_t>()[0])
+            << label << ": greedy step " << i;
+        if (suffix.empty()) {
+          EXPECT_EQ(fed[i + 1], ops::argmax(w).to_vector<int64_t>()[0]) << label << ": the golden run was greedy";
+        }
       }
     }
     return worst;
