@@ -302,6 +302,39 @@ BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, bf16, DType::BF16)->ArgName("M")->Arg(8)-
 BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, f16, DType::F16)->ArgName("M")->Arg(16)->Arg(32)->Arg(64)->Iterations(7)
     ->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// Prefill through the small-batch kernel against the GEMM on TinyLlama's shapes (M = 512 rows, N × K as args):
+// the bf16 path ops::linear takes for every M (batch invariance) against the GEMM it does not take.
+void BM_PrefillSmallBatchVsGemm(benchmark::State& state, DType dtype) {
+  const int64_t M = 512, N = state.range(0), K = state.range(1);
+  const Tensor w = random_tensor({N, K}, dtype, 1), x = random_tensor({M, K}, DType::F32, 2);
+  std::vector<float> y(static_cast<std::size_t>(M * N));
+  const Isa isa = cpu_isa();
+  const auto run_small = [&] {
+    ops::cpu::small_batch(isa, dtype, w.raw_data(), N, K, M, x.data<float>(), nullptr, y.data());
+  };
+  const auto run_gemm = [&] {
+    ops::cpu::gemm(isa, M, N, K, x.data<float>(), ops::cpu::GemmRhs{dtype, w.raw_data(), true}, nullptr, y.data());
+  };
+  run_small(), run_gemm();  // warm up
+  Passes small, gemm;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    run_small();
+    const double t = seconds_since(t0);
+    small.add(t);
+    state.SetIterationTime(t);
+    t0 = Clock::now();
+    run_gemm();
+    gemm.add(seconds_since(t0));
+  }
+  const double gflop = 2.0 * static_cast<double>(M * N * K) / 1e9;
+  state.counters["small_batch_GFLOPs"] = gflop / small.best;
+  state.counters["gemm_GFLOPs"] = gflop / gemm.best;
+  state.counters["gemm_over_small_batch"] = gemm.best / small.best;
+}
+BENCHMARK_CAPTURE(BM_PrefillSmallBatchVsGemm, bf16, DType::BF16)->ArgNames({"N", "K"})->Args({2048, 2048})
+    ->Args({5632, 2048})->Args({2048, 5632})->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // ---- GEMM (prefill) -------------------------------------------------------------------------------------------
 
 constexpr int64_t kM = 512, kN = 4096, kK = 4096;

@@ -37,6 +37,14 @@ std::vector<uint16_t> rounded_bits(const std::vector<float>& x, std::size_t offs
   return b;
 }
 
+// Rows xb[M, K] laid out for avx512bf16::small_batch by the library (pack_small_batch_x), starting `offset` elements
+// into the returned buffer; what the packing does not write keeps a marker that is not zero.
+std::vector<uint16_t> packed(const uint16_t* xb, int64_t M, int64_t K, std::size_t offset = 0) {
+  std::vector<uint16_t> p(static_cast<std::size_t>(M * cpu::small_batch_padded_k(K)) + offset, 0xABCD);
+  cpu::pack_small_batch_x(xb, M, K, 0, cpu::small_batch_tiles(M), p.data() + offset);
+  return p;
+}
+
 // ---- (a) the paths agree --------------------------------------------------------------------------------------
 
 TEST(Bf16Linear, EveryRowCountMatchesEachRowAloneBitForBit) {
@@ -85,14 +93,17 @@ TEST(Bf16Linear, EveryRowCountMatchesEachRowAloneBitForBit) {
 TEST(Bf16Gemv, EqualsTheSmallBatchKernelBitForBit) {
   SKIP_WITHOUT_AVX512_BF16();
   const int64_t N = 21;
+  // M = 200 at K >= 2048: x larger than one L2 group of tiles, so the tiles run in several groups.
   for (int64_t K : {1, 31, 32, 33, 300, 2048, 8193})
-    for (int64_t M : {1, 5, 13}) {
+    for (int64_t M : {1, 5, 13, 200}) {
+      if (M == 200 && K < 2048) continue;
       SCOPED_TRACE(testing::Message() << "M=" << M << " K=" << K);
       const Tensor w = random_tensor({N, K}, DType::BF16, static_cast<uint32_t>(K + 1));
       const auto xb = rounded_bits(random_floats(M * K, static_cast<uint32_t>(M + K)));
       const auto bv = random_floats(N, 7);
       std::vector<float> batch(static_cast<std::size_t>(M * N)), rows(batch.size());
-      cpu::avx512bf16::small_batch(w.raw_data(), K, xb.data(), M, bv.data(), batch.data(), N, 0, N);
+      cpu::avx512bf16::small_batch(w.raw_data(), K, packed(xb.data(), M, K).data(), M, bv.data(), batch.data(), N, 0,
+                                   N);
       for (int64_t m = 0; m < M; ++m)
         cpu::avx512bf16::gemv(w.raw_data(), K, xb.data() + m * K, bv.data(), rows.data() + m * N, 0, N);
       EXPECT_TRUE(all_equal(batch, rows));
@@ -158,7 +169,8 @@ TEST(Bf16SmallBatch, MatchesDoubleOnRoundedXForEveryTail) {
       const auto xb = rounded_bits(xv, 1);
       const Bf16Ref ref = bf16_reference(xv, w.to_vector<float>(), &bv, M, N, K);
       std::vector<float> y(static_cast<std::size_t>(M * N), -7.0f);
-      cpu::avx512bf16::small_batch(w.raw_data(), K, xb.data() + 1, M, bv.data(), y.data(), N, 0, N);
+      cpu::avx512bf16::small_batch(w.raw_data(), K, packed(xb.data() + 1, M, K, 1).data() + 1, M, bv.data(), y.data(),
+                                   N, 0, N);
       EXPECT_TRUE(matches(y, ref));
     }
 }

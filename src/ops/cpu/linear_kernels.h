@@ -18,7 +18,7 @@
 // multiplies bf16 pairs with vdpbf16ps into f32 accumulators (products of two bf16 are exact in f32).
 // FERRY_ISA=avx2 keeps the f32 paths (x not rounded).
 //   GEMV (gemv_avx512bf16.cc): a weight row's 32 bf16 are one zmm, dotted with 32 bf16 of x by one vdpbf16ps.
-//   Small batch (small_batch_avx512bf16.cc): the AVX-512 kernel's 4 × 6 tile on bf16 pairs.
+//   Small batch (small_batch_avx512bf16.cc): the AVX-512 kernel's 4 × 6 tile on bf16 pairs, x packed per tile.
 //   GEMM (gemm_bf16.cc driver, gemm_avx512bf16.cc kernels): the same loop nest as gemm.cc on bf16 pairs. x is
 //   packed as kBf16MR-row panels of pairs; weight blocks are transposed as 32-bit pairs into kBf16NR-column panels
 //   (no conversion); the 12 × 32 microkernel's vdpbf16ps does two multiply-adds per f32 lane, twice the f32 FMA's
@@ -31,8 +31,8 @@
 // (ServeOpenAi.ThirtyTwoConcurrentStreamsEachEqualTheirSoloResult). So the GEMV and the small-batch kernel compute
 // every output with the same instructions in the same order (bf16_dot_avx512bf16.h), and ops::linear takes the
 // small-batch kernel for every M >= 2 (kSmallBatchMaxRowsBf16): a row's result is bit for bit the same whatever
-// other rows share the call, and continuous batching gives each sequence its solo tokens. The GEMM would be faster
-// for long prompts only (kSmallBatchMaxRowsBf16 gives the measurements).
+// other rows share the call, and continuous batching gives each sequence its solo tokens. Prefill loses nothing by it
+// (kSmallBatchMaxRowsBf16 gives the measurements).
 // Error: that of rounding x to bf16 (2⁻⁹ relative per element): at 512 × 2048 × 2048 against f64, rms error 1.5e-3
 // of rms(y) and at most 2.7e-4 of Σ|x·w| (f32 path: 2.9e-7, 7e-8).
 #pragma once
@@ -69,15 +69,21 @@ inline constexpr int64_t kSmallBatchMaxRows = 64;
 inline constexpr int64_t kSmallBatchMaxRowsF32 = 32;
 inline constexpr int64_t kSmallBatchMaxRowsAvx2 = 16;
 /// bf16 weights on AVX-512 BF16 CPUs (use_gemm_bf16): every row count, for batch invariance (see the top of this
-/// file). The bf16 GEMM is faster only for many rows: bench_ops SmallBatchVsGemm/bf16 (2 threads, best of 7, medians
-/// of 3 runs on the loaded dev VM) has the small-batch kernel 2.4x ahead of it at M = 8, 1.5x at 32, 1.2–1.3x at 64,
-/// 1.03–1.12x at 96, even up to 256 and 0.77x at 384 (N = 8192, K = 4096); at M = 512 on TinyLlama's shapes 0.70–0.77x
-/// (5632 × 2048), 0.77–0.84x (2048 × 2048), 1.0–1.08x (2048 × 5632), i.e. `ferry bench -p 512` pp512 ~131 tok/s
-/// against ~131–152 with the GEMM from 65 rows. Setting this to kSmallBatchMaxRows gives the GEMM those rows back,
-/// at the price of the invariance (ServeOpenAi.ThirtyTwoConcurrentStreamsEachEqualTheirSoloResult then fails).
+/// file). With x packed per tile and the tiles grouped to keep x in L2 (small_batch_avx512bf16.cc) the kernel is as
+/// fast as the bf16 GEMM at prefill too: bench_ops PrefillSmallBatchVsGemm (M = 512 on TinyLlama's shapes, 2 threads)
+/// 380-400 GFLOP/s against the GEMM's 350-395; before the packing it was 0.70-0.84x the GEMM at K = 2048 (pp512
+/// ~131 tok/s against ~131-152 with the GEMM from 65 rows). Setting this to kSmallBatchMaxRows would give the GEMM
+/// the rows past 64 at the price of the invariance (ServeOpenAi.ThirtyTwoConcurrentStreamsEachEqualTheirSoloResult
+/// then fails).
 inline constexpr int64_t kSmallBatchMaxRowsBf16 = std::numeric_limits<int64_t>::max();
 /// Activation rows per register tile of the small-batch kernels (AVX-512 and AVX2).
 inline constexpr int kSmallBatchRowTile = 6;
+/// The tiles of M activation rows in the AVX-512 BF16 small-batch kernel: ⌈M / kSmallBatchRowTile⌉ of them, balanced
+/// (M = 7 runs as 4 + 3, not 6 + 1); tile t holds rows [small_batch_tile_start(M, tiles, t), ..(t + 1)).
+inline int64_t small_batch_tiles(int64_t M) { return (M + kSmallBatchRowTile - 1) / kSmallBatchRowTile; }
+inline int64_t small_batch_tile_start(int64_t M, int64_t tiles, int64_t t) { return M * t / tiles; }
+/// K rounded up to whole 32-element steps: the row length of the packed x of that kernel.
+inline int64_t small_batch_padded_k(int64_t K) { return (K + 31) / 32 * 32; }
 
 struct LinearKernels {
   /// y[n] = dot(w[n, :K], x) (+ bias[n] when bias != nullptr) for n in [n0, n1). w: rows of dtype wt.
@@ -132,8 +138,8 @@ namespace avx512bf16 {
 void round_to_bf16(const float* x, int64_t n, uint16_t* dst);
 /// y[n] = dot(w[n, :K], x) (+ bias[n]) for n in [n0, n1), w bf16 rows, x bf16 (round_to_bf16 of the activations).
 void gemv(const void* w, int64_t K, const uint16_t* x, const float* bias, float* y, int64_t n0, int64_t n1);
-/// y[m · ldy + n] = dot(w[n, :K], x_m) (+ bias[n]) for n in [n0, n1), m < M; x_m = x + m · K (bf16, rounded by
-/// round_to_bf16), w bf16 rows.
+/// y[m · ldy + n] = dot(w[n, :K], x_m) (+ bias[n]) for n in [n0, n1), m < M; w bf16 rows, x the M rows rounded by
+/// round_to_bf16 and laid out by pack_small_batch_x.
 void small_batch(const void* w, int64_t K, const uint16_t* x, int64_t M, const float* bias, float* y, int64_t ldy,
                  int64_t n0, int64_t n1);
 /// Rounds x[m0 + i, k0 .. k0 + kc) (i < mr) to bf16 and packs it as pairs: dst[p · kBf16MR + i] = elements k0 + 2p
@@ -151,6 +157,14 @@ void micro(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t l
 /// Whether bf16 weights on `isa` take the AVX-512 BF16 kernels, x rounded to bf16, on every path (GEMV, small batch,
 /// GEMM): ISA AVX512 and the CPU has AVX512_BF16.
 bool use_gemm_bf16(Isa isa, DType wt);
+/// Lays out bf16 rows xb[M, K] (row-major) for avx512bf16::small_batch, tiles [t0, t1) of small_batch_tiles(M):
+/// the tile of rows [m0, m1) starts at dst + m0 · Kp (Kp = small_batch_padded_k(K)) and holds, step s after step,
+/// the 32 elements [32 s, 32 s + 32) of each of its rows in turn (zero past K), so the kernel walks one stream of x per
+/// tile. Moves bits only: every row keeps the rounding of round_to_bf16, the GEMV's.
+void pack_small_batch_x(const uint16_t* xb, int64_t M, int64_t K, int64_t t0, int64_t t1, uint16_t* dst);
+/// x[M, K] rounded to bf16 and laid out by pack_small_batch_x, in a buffer of the calling thread that stays valid
+/// until its next call (multi-threaded for large M · K). Only where the CPU has AVX512_BF16.
+const uint16_t* bf16_small_batch_activations(const float* x, int64_t M, int64_t K);
 /// x[M, K] rounded to bf16 by avx512bf16::round_to_bf16, in a buffer of the calling thread that stays valid until
 /// its next call (multi-threaded for large M · K). Only where the CPU has AVX512_BF16.
 const uint16_t* bf16_activations(const float* x, int64_t M, int64_t K);
