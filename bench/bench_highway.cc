@@ -286,7 +286,7 @@ void hwy_pass(const HwyKernels& hk, Kind kind, const void* w, int64_t N, const f
     case Kind::BF16_F32X:
       return for_row_groups(N, row_bytes, [&](int64_t n0, int64_t n1) { hk.gemv_bf16(w, kK, x, y, n0, n1); });
     case Kind::BF16:
-      if (ops::cpu::use_gemm_bf16(cpu_isa(), DType::BF16)) {  // ferry's semantics at this ISA: x rounded to bf16
+      if (ops::cpu::use_bf16_kernels(cpu_isa(), DType::BF16)) {  // ferry's semantics at this ISA: x rounded to bf16
         convert(x, DType::F32, xb, DType::BF16, kK);
         return for_row_groups(N, row_bytes,
                               [&](int64_t n0, int64_t n1) { hk.gemv_bf16_bf16x(w, kK, xb, y, n0, n1); });
@@ -321,7 +321,7 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 void BM_HwyVsFerry(benchmark::State& state, Kind kind, HwyKernels hk, Isa ferry_isa, int64_t N) {
   ScopedIsa isa(ferry_isa);
   // bf16_f32x compares f32-x kernels only: ferry's f32 path is its AVX2 one (the AVX512 one rounds x).
-  if (kind == Kind::BF16_F32X && ops::cpu::use_gemm_bf16(ferry_isa, DType::BF16))
+  if (kind == Kind::BF16_F32X && ops::cpu::use_bf16_kernels(ferry_isa, DType::BF16))
     return state.SkipWithError("bf16_f32x needs ferry's f32-x bf16 path (ferry:AVX2)");
   const int threads = num_threads();
   if (N == kL2Rows) set_num_threads(1);
@@ -390,7 +390,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("hwy_supported_targets", supported);
   benchmark::AddCustomContext("ferry_isa", std::string(isa_name(native)));
   benchmark::AddCustomContext("ferry_threads", std::to_string(num_threads()));
-  benchmark::AddCustomContext("ferry_bf16_at_native_isa", ops::cpu::use_gemm_bf16(native, DType::BF16)
+  benchmark::AddCustomContext("ferry_bf16_at_native_isa", ops::cpu::use_bf16_kernels(native, DType::BF16)
                                                               ? "avx512bf16::gemv, x rounded to bf16 (vdpbf16ps)"
                                                               : "f32 path (x in f32)");
   // Pairings: Highway's best target against ferry's native ISA, its AVX2 target against ferry capped at AVX2.

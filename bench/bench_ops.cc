@@ -8,7 +8,8 @@
 //   SmallBatch/<dtype>/M:<M>  M rows (batched decode) through ops::linear; SmallBatchVsGemm/<dtype>/M:<M> the same
 //                            rows through the small-batch kernel and the GEMM, for their crossover.
 //   Gemm/<path>/512x4096x4096  prefill, 512 tokens × a 4096 × 4096 weight, against OpenBLAS sgemm on f32
-//                            (ferry_bf16: the AVX-512 BF16 path where the CPU has it; ferry_bf16_avx2: the f32 one).
+//                            (ferry_bf16: what ops::linear runs, the AVX-512 BF16 small-batch kernel where the CPU
+//                            has it; ferry_bf16_avx2: the f32-panel GEMM).
 //
 // Every timed unit (one read pass, one GEMV, one GEMM) is timed on its own. On a shared machine (other processes,
 // and on the dev VM other tenants of the host: its read bandwidth drifts between ~30 and ~50 GB/s from one minute
@@ -302,8 +303,9 @@ BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, bf16, DType::BF16)->ArgName("M")->Arg(8)-
 BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, f16, DType::F16)->ArgName("M")->Arg(16)->Arg(32)->Arg(64)->Iterations(7)
     ->UseManualTime()->Unit(benchmark::kMillisecond);
 
-// Prefill through the small-batch kernel against the GEMM on TinyLlama's shapes (M = 512 rows, N × K as args):
-// the bf16 path ops::linear takes for every M (batch invariance) against the GEMM it does not take.
+// Prefill through the small-batch kernel against the GEMM on TinyLlama's shapes (M = 512 rows, N × K as args): for
+// bf16 weights on AVX-512 BF16 CPUs, the path ops::linear takes for every M (batch invariance) against the f32-panel
+// GEMM (x not rounded).
 void BM_PrefillSmallBatchVsGemm(benchmark::State& state, DType dtype) {
   const int64_t M = 512, N = state.range(0), K = state.range(1);
   const Tensor w = random_tensor({N, K}, dtype, 1), x = random_tensor({M, K}, DType::F32, 2);
@@ -388,17 +390,22 @@ void BM_GemmOpenBlasF32(benchmark::State& state) {
 BENCHMARK(BM_GemmOpenBlasF32)->Name("Gemm/openblas_sgemm_f32/512x4096x4096")->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-// ferry's own blocked GEMM (never BLAS), for each weight dtype; `avx2` caps the ISA at AVX2 (for bf16 weights: the
-// f32 path instead of the AVX-512 BF16 one).
+// ferry's own prefill path (never BLAS), for each weight dtype: the blocked GEMM, or for bf16 weights on AVX-512
+// BF16 CPUs the small-batch kernel ops::linear takes there; `avx2` caps the ISA at AVX2 (for bf16 weights: the GEMM
+// on f32 panels instead of the AVX-512 BF16 kernel).
 void BM_GemmFerry(benchmark::State& state, DType dtype, bool avx2 = false) {
   auto& d = gemm_data();
   Tensor w = d.w32.to(dtype);
   const Isa isa = avx2 && cpu_isa() > Isa::AVX2 ? Isa::AVX2 : cpu_isa();
+  const bool small_batch = ops::cpu::use_small_batch(isa, dtype, kM);
   Passes p;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    ops::cpu::gemm(isa, kM, kN, kK, d.x.data<float>(), ops::cpu::GemmRhs{dtype, w.raw_data(), true}, nullptr,
-                   d.y.data<float>());
+    if (small_batch)
+      ops::cpu::small_batch(isa, dtype, w.raw_data(), kN, kK, kM, d.x.data<float>(), nullptr, d.y.data<float>());
+    else
+      ops::cpu::gemm(isa, kM, kN, kK, d.x.data<float>(), ops::cpu::GemmRhs{dtype, w.raw_data(), true}, nullptr,
+                     d.y.data<float>());
     p.add(seconds_since(t0));
   }
   report_gemm(state, p);

@@ -117,7 +117,7 @@ void compare_with_golden(CausalLM& model, const test::HfCase& c, const std::stri
   const double d_decode = test::max_abs_diff(decode, want_decode);
   // bf16 weights on CPUs with AVX512_BF16: every linear layer rounds its input to bf16 (ops/cpu/linear_kernels.h),
   // so the f32 reference is transformers with f32 weights and each nn.Linear's input rounded the same way.
-  const bool rounds_x = c.dtype == "bfloat16" && ops::cpu::use_gemm_bf16(cpu_isa(), DType::BF16);
+  const bool rounds_x = c.dtype == "bfloat16" && ops::cpu::use_bf16_kernels(cpu_isa(), DType::BF16);
   const std::string f32_key = rounds_x ? "_logits_f32_bf16x" : "_logits_f32";
   double d32_prefill = 0, d32_decode = 0;
   if (half) {

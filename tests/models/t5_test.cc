@@ -92,7 +92,7 @@ TEST_F(T5Reference, EveryVariantMatchesTransformersResidentAndOffloaded) {
     // bf16 weights: transformers was run with them upcast to f32, which is what ferry computes; on CPUs with
     // AVX512_BF16 ferry also rounds every linear layer's input to bf16, and so did the run of the "_bf16x" keys.
     const double tol = name.find("f16") != std::string::npos ? 1e-4 : 1e-5;
-    const bool rounds_x = name == "t5_v11_bf16" && ops::cpu::use_gemm_bf16(cpu_isa(), DType::BF16);
+    const bool rounds_x = name == "t5_v11_bf16" && ops::cpu::use_bf16_kernels(cpu_isa(), DType::BF16);
     const std::string suffix = rounds_x ? "_bf16x" : "";
     auto model = AutoModelForSeq2SeqLM::from_pretrained(folder);
     EXPECT_EQ(model->info().block_class, "T5Block");

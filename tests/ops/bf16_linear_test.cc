@@ -5,7 +5,8 @@
 // would differ by bf16 rounding noise, which is far larger at these sizes: the test checks that it is); the GEMV
 // kernel against the small-batch kernel bit for bit; both kernels against a double loop on rounded x (K tails, odd
 // K, both GEMV traversals, misaligned operands, bias, partial row ranges); and round_to_bf16 bit for bit against the
-// GEMM's pack_x and the scalar model (±0, denormals, inf, NaN, ties). Skipped on CPUs without AVX512_BF16.
+// scalar model (±0, denormals, inf, NaN, ties); the routing (only AVX512 with AVX512_BF16 and bf16 weights).
+// Skipped on CPUs without AVX512_BF16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,7 +52,7 @@ TEST(Bf16Linear, EveryRowCountMatchesEachRowAloneBitForBit) {
   SKIP_WITHOUT_AVX512_BF16();
   ScopedIsa isa(Isa::AVX512);
   // K = 300: a K tail of 12 for the 32-wide kernels; N = 70: partial row blocks of 4 and 8. M = 1 (GEMV), 2 and more
-  // (small batch: 7 = 4 + 3 rows per tile, 40, 64, 65, 300 rows, once the GEMM's).
+  // (small batch: 7 = 4 + 3 rows per tile, 40, 64, 65, 300 rows).
   const int64_t N = 70, K = 300;
   const Tensor w = random_tensor({N, K}, DType::BF16, 51), b = random_tensor({N}, DType::F32, 52);
   const auto wv = w.to_vector<float>(), bv = b.to_vector<float>();
@@ -121,9 +122,17 @@ TEST(Bf16Linear, Avx2KeepsXInF32) {
     const Tensor x = random_tensor({M, K}, DType::F32, 54);
     const Bf16Ref ref = bf16_reference(x.to_vector<float>(), wv, nullptr, M, N, K);
     ScopedIsa isa(Isa::AVX2);
-    EXPECT_FALSE(cpu::use_gemm_bf16(Isa::AVX2, DType::BF16));
+    EXPECT_FALSE(cpu::use_bf16_kernels(Isa::AVX2, DType::BF16));
     EXPECT_FALSE(within_summation_noise(linear(x, w).to_vector<float>(), ref.y, ref.mag));
   }
+}
+
+TEST(Bf16Linear, RoutingNeedsAvx512Bf16AndBf16Weights) {
+  EXPECT_FALSE(cpu::use_bf16_kernels(Isa::AVX2, DType::BF16));
+  EXPECT_FALSE(cpu::use_bf16_kernels(Isa::Scalar, DType::BF16));
+  EXPECT_FALSE(cpu::use_bf16_kernels(Isa::AVX512, DType::F16));
+  EXPECT_FALSE(cpu::use_bf16_kernels(Isa::AVX512, DType::F32));
+  EXPECT_EQ(cpu::use_bf16_kernels(Isa::AVX512, DType::BF16), have_avx512_bf16());
 }
 
 // ---- (b) the kernels on their own ------------------------------------------------------------------------------
@@ -183,7 +192,7 @@ float from_bits(uint32_t u) {
   return f;
 }
 
-TEST(RoundToBf16, BitIdenticalToPackXAndTheScalarModel) {
+TEST(RoundToBf16, BitIdenticalToTheScalarModel) {
   SKIP_WITHOUT_AVX512_BF16();
   std::vector<float> v;
   for (uint32_t u : {0x00000000u, 0x80000000u,                          // ±0
@@ -202,15 +211,8 @@ TEST(RoundToBf16, BitIdenticalToPackXAndTheScalarModel) {
     std::vector<uint16_t> got(static_cast<std::size_t>(n) + 1, 0x1234);
     cpu::avx512bf16::round_to_bf16(v.data(), n, got.data());
     EXPECT_EQ(got[n], 0x1234) << "wrote past n";
-    std::vector<uint32_t> packed(static_cast<std::size_t>((n + 1) / 2 * cpu::kBf16MR));
-    cpu::avx512bf16::pack_x(v.data(), n, 0, 1, 0, n, packed.data());
-    int bad_pack = 0, bad_model = 0;
+    int bad_model = 0;
     for (int64_t k = 0; k < n; ++k) {
-      const uint32_t word = packed[k / 2 * cpu::kBf16MR];
-      const auto from_pack = static_cast<uint16_t>(k % 2 ? word >> 16 : word & 0xFFFFu);
-      if (got[k] != from_pack && ++bad_pack <= 5) {
-        ADD_FAILURE() << "element " << k << ": round_to_bf16 " << got[k] << ", pack_x " << from_pack;
-      }
       if (got[k] != round_bf16_bits(v[k]) && ++bad_model <= 5) {
         ADD_FAILURE() << "element " << k << " (bits " << std::hex << std::bit_cast<uint32_t>(v[k]) << "): got "
                       << got[k] << ", model " << round_bf16_bits(v[k]);

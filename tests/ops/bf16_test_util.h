@@ -11,7 +11,7 @@
 
 namespace ferry::ops::optest {
 
-/// Whether this CPU runs the bf16 kernels (ISA AVX512 and AVX512_BF16), i.e. cpu::use_gemm_bf16 can hold.
+/// Whether this CPU runs the bf16 kernels (ISA AVX512 and AVX512_BF16), i.e. cpu::use_bf16_kernels can hold.
 inline bool have_avx512_bf16() { return cpu_supports(Isa::AVX512) && cpu_has_avx512_bf16(); }
 
 #define SKIP_WITHOUT_AVX512_BF16() \

@@ -44,7 +44,7 @@ Reference naive_linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return within_summation_noise(got, ref.y, ref.mag);
 }
 
-// x rounded to bf16 and back: what every linear path computes with for bf16 weights where cpu::use_gemm_bf16 holds
+// x rounded to bf16 and back: what every linear path computes with for bf16 weights where cpu::use_bf16_kernels holds
 // (nearest-even; the test values are no denormals, where the kernels' flush to zero would differ).
 Tensor bf16_rounded(const Tensor& x) { return x.to(DType::BF16).to(DType::F32); }
 
@@ -75,7 +75,7 @@ TEST(Linear, EveryDTypeAndIsaMatchesNaiveReference) {
         for_each_isa([&](Isa isa) {
           Tensor y = linear(x, w, b);
           EXPECT_EQ(y.shape(), (Shape{c.M, c.N}));
-          EXPECT_TRUE(matches(y.to_vector<float>(), cpu::use_gemm_bf16(isa, wt) ? ref_bf16_x : ref));
+          EXPECT_TRUE(matches(y.to_vector<float>(), cpu::use_bf16_kernels(isa, wt) ? ref_bf16_x : ref));
         });
       }
 }
@@ -94,7 +94,7 @@ TEST(Linear, AvxMatchesScalarOnMisalignedInputs) {
       const auto want_r = with_scalar([&] { return linear(xr, w, b).to_vector<float>(); });
       const Reference ref_r = naive_linear(xr, w, b);
       for_each_isa([&](Isa isa) {
-        const bool rounds_x = cpu::use_gemm_bf16(isa, wt);
+        const bool rounds_x = cpu::use_bf16_kernels(isa, wt);
         auto got = linear(x, w, b).to_vector<float>();
         EXPECT_TRUE(matches(got, rounds_x ? ref_r : ref));
         const auto& scalar = rounds_x ? want_r : want;
@@ -152,7 +152,7 @@ TEST(LinearInto, WritesIntoCallerBuffer) {
   for_each_isa([&](Isa isa) {
     linear_into(x, w, b, out);
     EXPECT_TRUE(matches(out.to_vector<float>(),
-                        naive_linear(cpu::use_gemm_bf16(isa, DType::BF16) ? bf16_rounded(x) : x, w, b)));
+                        naive_linear(cpu::use_bf16_kernels(isa, DType::BF16) ? bf16_rounded(x) : x, w, b)));
   });
   EXPECT_THAT(error_of([&] { linear_into(x, w, b, Tensor::empty({3, 8}, DType::F32)); }), HasSubstr("[3, 9]"));
   EXPECT_THAT(error_of([&] { linear_into(x, w, b, Tensor::empty({3, 9}, DType::F16)); }), HasSubstr("f32"));

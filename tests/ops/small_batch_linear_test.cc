@@ -26,9 +26,9 @@ const int64_t kDepths[] = {4096, 1000, 17};
 constexpr int64_t kN = 37;  // 4·9 + 1: a partial block for R = 4 and R = 2
 
 // x as the kernels of `isa` compute with it for weights of dtype wt: rounded to bf16 for bf16 weights on AVX-512
-// BF16 CPUs (cpu::use_gemm_bf16; nearest-even, as Tensor::to rounds the test's values, none of them denormal).
+// BF16 CPUs (cpu::use_bf16_kernels; nearest-even, as Tensor::to rounds the test's values, none of them denormal).
 std::vector<float> effective_x(const std::vector<float>& xv, Isa isa, DType wt) {
-  if (!cpu::use_gemm_bf16(isa, wt)) return xv;
+  if (!cpu::use_bf16_kernels(isa, wt)) return xv;
   return Tensor::from_vector(xv, {int64_t(xv.size())}, DType::BF16).to_vector<float>();
 }
 
@@ -73,7 +73,7 @@ TEST(SmallBatchLinear, TakesTheRowsBetweenGemvAndGemm) {
       EXPECT_FALSE(cpu::use_small_batch(isa, wt, 1));
       EXPECT_TRUE(cpu::use_small_batch(isa, wt, 2));
       EXPECT_TRUE(cpu::use_small_batch(isa, wt, max_rows));
-      if (cpu::use_gemm_bf16(isa, wt)) {  // bf16 on AVX-512 BF16: every row count (batch invariance)
+      if (cpu::use_bf16_kernels(isa, wt)) {  // bf16 on AVX-512 BF16: every row count (batch invariance)
         EXPECT_EQ(max_rows, cpu::kSmallBatchMaxRowsBf16);
         EXPECT_TRUE(cpu::use_small_batch(isa, wt, 100000));
         continue;

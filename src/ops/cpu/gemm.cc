@@ -7,8 +7,8 @@
 //      (NR panel, MR panel) pair. A weight panel (16 KiB) stays in L1 while the activation panels stream from
 //      L2; the task's output block (MC × NC floats) stays in L2 across the KC slices.
 // Each weight element is therefore converted once per pass, and each output element is written K / KC times.
-// bf16 weights on a CPU with AVX512_BF16 (ISA AVX512) go to gemm_bf16.cc instead: the same loop nest on bf16 pairs,
-// x rounded to bf16 as the bf16 GEMV and small-batch kernels round it (FERRY_ISA=avx2 keeps the f32 loop here).
+// bf16 weights convert exactly to f32 here, with x kept in f32, on every ISA; ops::linear sends them here only where
+// the CPU lacks AVX512_BF16 (use_bf16_kernels: its small-batch kernel takes every row count).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -115,7 +115,6 @@ void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRh
       for (int64_t n = 0; n < N; ++n) y[m * N + n] = bias ? bias[n] : 0.0f;
     return;
   }
-  if (rhs.rows_are_outputs && use_gemm_bf16(isa, rhs.dtype)) return gemm_bf16(M, N, K, x, rhs.data, bias, y);
   // Balanced passes of at most kMC rows, each a whole number of MR panels.
   const int64_t passes = (M + kMC - 1) / kMC;
   const int64_t rows_per_pass = ((M + passes - 1) / passes + kMR - 1) / kMR * kMR;

@@ -1,4 +1,4 @@
-// Pieces both blocked GEMM drivers share (gemm.cc on f32 panels, gemm_bf16.cc on bf16 pairs): 64-byte aligned
+// Pieces the blocked GEMM drivers share (gemm.cc on f32 panels, quant_gemm.cc on quantized strips): 64-byte aligned
 // scratch arrays and the row prefetcher that pulls the next weight block towards the cache.
 #pragma once
 

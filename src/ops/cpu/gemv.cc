@@ -1,6 +1,6 @@
 // Scalar GEMV and the multi-threaded GEMV driver (see linear_kernels.h). The scalar kernel converts each weight
 // row in short runs into a stack buffer and dots it with eight partial sums; it is the reference the AVX2 kernel
-// is tested against and the fallback on CPUs without AVX2. For bf16 weights where use_gemm_bf16 holds, the driver
+// is tested against and the fallback on CPUs without AVX2. For bf16 weights where use_bf16_kernels holds, the driver
 // rounds x to bf16 once per call (bf16_activations) and runs avx512bf16::gemv on it.
 #include <algorithm>
 
@@ -38,7 +38,7 @@ void gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, const float* x
   constexpr int64_t kGroup = 8;
   const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(wt)));
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
-  if (use_gemm_bf16(isa, wt)) {
+  if (use_bf16_kernels(isa, wt)) {
     const uint16_t* xb = bf16_activations(x, 1, K);
     return parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
       avx512bf16::gemv(w, K, xb, bias, y, g0 * kGroup, std::min(g1 * kGroup, N));

@@ -1,7 +1,8 @@
 // Kernels behind ops::linear and ops::matmul, one set per ISA (scalar in gemv.cc / gemm.cc / small_batch.cc, AVX2 in
 // gemv_avx2.cc / gemm_avx2.cc / small_batch_avx2.cc, AVX-512 in small_batch_avx512.cc, AVX-512 BF16 in
-// gemv_avx512bf16.cc / small_batch_avx512bf16.cc / gemm_avx512bf16.cc; an ISA without its own version of a kernel
-// runs the next lower one), chosen once per op call by linear_kernels() (and use_gemm_bf16()).
+// gemv_avx512bf16.cc / small_batch_avx512bf16.cc with x from bf16_activations.cc and round_bf16_avx512bf16.cc; an
+// ISA without its own version of a kernel runs the next lower one), chosen once per op call by linear_kernels() (and
+// use_bf16_kernels()).
 //
 // Legend: M = rows of the activations (tokens), N = output features, K = input features (the reduction).
 // GEMV (M == 1): each weight row is read once, converted in registers and dotted with x; a thread walks its rows
@@ -13,17 +14,13 @@
 // memory-bound this is too (small M), and at larger M it runs at the FMA rate with no packing pass.
 // GEMM (M > 1 otherwise): the blocked loop of gemm.cc packs x into MR-row panels and, per thread, converts a weight
 // block into NR-column f32 panels, then runs the MR × NR register-blocked microkernel over them.
-// bf16 weights on a CPU with AVX512_BF16 (ISA AVX512; use_gemm_bf16): every path rounds x to bf16 (nearest-even,
-// as llama.cpp and bf16 matmuls in PyTorch do) with the one conversion of avx512bf16::round_to_bf16 / pack_x, and
+// bf16 weights on a CPU with AVX512_BF16 (ISA AVX512; use_bf16_kernels): every path rounds x to bf16 (nearest-even,
+// as llama.cpp and bf16 matmuls in PyTorch do) with the one conversion of avx512bf16::round_to_bf16, and
 // multiplies bf16 pairs with vdpbf16ps into f32 accumulators (products of two bf16 are exact in f32).
 // FERRY_ISA=avx2 keeps the f32 paths (x not rounded).
 //   GEMV (gemv_avx512bf16.cc): a weight row's 32 bf16 are one zmm, dotted with 32 bf16 of x by one vdpbf16ps.
 //   Small batch (small_batch_avx512bf16.cc): the AVX-512 kernel's 4 × 6 tile on bf16 pairs, x packed per tile.
-//   GEMM (gemm_bf16.cc driver, gemm_avx512bf16.cc kernels): the same loop nest as gemm.cc on bf16 pairs. x is
-//   packed as kBf16MR-row panels of pairs; weight blocks are transposed as 32-bit pairs into kBf16NR-column panels
-//   (no conversion); the 12 × 32 microkernel's vdpbf16ps does two multiply-adds per f32 lane, twice the f32 FMA's
-//   work per instruction (2x the f32 path's GFLOP/s at 512 × 4096 × 4096 on Zen 4). cpu::gemm takes it for bf16
-//   weights; ops::linear does not (below).
+//   No GEMM: the small-batch kernel takes every M >= 2 and runs prefill as fast as a bf16 GEMM did (below).
 // Batch invariance: rounding to bf16 turns a difference of one f32 ulp ahead of a linear layer into one of a bf16 ulp
 // (2⁻⁸) whenever it carries a value across a rounding boundary, so paths that differ only in the order of their f32
 // sums — harmless for f32 / f16 weights — flip near-ties of a model's tokens: with the GEMV, the small-batch kernel
@@ -32,7 +29,8 @@
 // every output with the same instructions in the same order (bf16_dot_avx512bf16.h), and ops::linear takes the
 // small-batch kernel for every M >= 2 (kSmallBatchMaxRowsBf16): a row's result is bit for bit the same whatever
 // other rows share the call, and continuous batching gives each sequence its solo tokens. Prefill loses nothing by it
-// (kSmallBatchMaxRowsBf16 gives the measurements).
+// (kSmallBatchMaxRowsBf16 gives the measurements against the bf16 GEMM this replaced, 12 × 32 vdpbf16ps tiles on
+// packed pairs, removed since no path took it; see git history).
 // Error: that of rounding x to bf16 (2⁻⁹ relative per element): at 512 × 2048 × 2048 against f64, rms error 1.5e-3
 // of rms(y) and at most 2.7e-4 of Σ|x·w| (f32 path: 2.9e-7, 7e-8).
 #pragma once
@@ -51,13 +49,6 @@ inline constexpr int64_t kKC = 256;  // reduction block: an NR × KC f32 weight 
 inline constexpr int64_t kNC = 64;   // output features per task: a KC × NC packed weight block is 64 KiB (L2)
 inline constexpr int64_t kMC = 288;  // activation rows per pass: each weight block is converted once per pass
 
-// The bf16 GEMM's blocking: 12 × 32 microkernel (24 zmm accumulators), a 32 × 256 bf16 weight panel is 16 KiB (L1),
-// a 128 × 256 weight block 64 KiB (L2).
-inline constexpr int64_t kBf16MR = 12;
-inline constexpr int64_t kBf16NR = 32;
-inline constexpr int64_t kBf16KC = 256;
-inline constexpr int64_t kBf16NC = 128;
-inline constexpr int64_t kBf16MC = 288;
 
 /// Rows of activations up to which ops::linear takes the small-batch kernel rather than the GEMM, the measured
 /// crossovers (docs/benchmarks.md): with AVX-512, kSmallBatchMaxRows for f16 / bf16 weights and
@@ -68,13 +59,11 @@ inline constexpr int64_t kBf16MC = 288;
 inline constexpr int64_t kSmallBatchMaxRows = 64;
 inline constexpr int64_t kSmallBatchMaxRowsF32 = 32;
 inline constexpr int64_t kSmallBatchMaxRowsAvx2 = 16;
-/// bf16 weights on AVX-512 BF16 CPUs (use_gemm_bf16): every row count, for batch invariance (see the top of this
-/// file). With x packed per tile and the tiles grouped to keep x in L2 (small_batch_avx512bf16.cc) the kernel is as
-/// fast as the bf16 GEMM at prefill too: bench_ops PrefillSmallBatchVsGemm (M = 512 on TinyLlama's shapes, 2 threads)
-/// 380-400 GFLOP/s against the GEMM's 350-395; before the packing it was 0.70-0.84x the GEMM at K = 2048 (pp512
-/// ~131 tok/s against ~131-152 with the GEMM from 65 rows). Setting this to kSmallBatchMaxRows would give the GEMM
-/// the rows past 64 at the price of the invariance (ServeOpenAi.ThirtyTwoConcurrentStreamsEachEqualTheirSoloResult
-/// then fails).
+/// bf16 weights on AVX-512 BF16 CPUs (use_bf16_kernels): every row count, for batch invariance (see the top of this
+/// file). With x packed per tile and the tiles grouped to keep x in L2 (small_batch_avx512bf16.cc) the kernel was as
+/// fast as the bf16 GEMM (vdpbf16ps on packed pairs) at prefill too: bench_ops PrefillSmallBatchVsGemm (M = 512 on
+/// TinyLlama's shapes, 2 threads) 380-400 GFLOP/s against that GEMM's 350-395 (before the packing: 0.70-0.84x of
+/// it at K = 2048). So that GEMM is gone, and rows past any limit here would go to the f32-panel GEMM (~200 GFLOP/s).
 inline constexpr int64_t kSmallBatchMaxRowsBf16 = std::numeric_limits<int64_t>::max();
 /// Activation rows per register tile of the small-batch kernels (AVX-512 and AVX2).
 inline constexpr int kSmallBatchRowTile = 6;
@@ -134,7 +123,7 @@ inline constexpr int kSmallBatchX = 32;
 
 namespace avx512bf16 {
 /// dst[i] = x[i] rounded to bf16 (nearest-even by vcvtne2ps2bf16: denormals become ±0, NaN stays NaN, quieted), as
-/// bits, for i < n: bit for bit the rounding of pack_x (the same code).
+/// bits, for i < n.
 void round_to_bf16(const float* x, int64_t n, uint16_t* dst);
 /// y[n] = dot(w[n, :K], x) (+ bias[n]) for n in [n0, n1), w bf16 rows, x bf16 (round_to_bf16 of the activations).
 void gemv(const void* w, int64_t K, const uint16_t* x, const float* bias, float* y, int64_t n0, int64_t n1);
@@ -142,21 +131,11 @@ void gemv(const void* w, int64_t K, const uint16_t* x, const float* bias, float*
 /// round_to_bf16 and laid out by pack_small_batch_x.
 void small_batch(const void* w, int64_t K, const uint16_t* x, int64_t M, const float* bias, float* y, int64_t ldy,
                  int64_t n0, int64_t n1);
-/// Rounds x[m0 + i, k0 .. k0 + kc) (i < mr) to bf16 and packs it as pairs: dst[p · kBf16MR + i] = elements k0 + 2p
-/// (low half) and k0 + 2p + 1 (high half, 0 past kc); rows i ≥ mr are zero. p < ⌈kc / 2⌉.
-void pack_x(const float* x, int64_t K, int64_t m0, int mr, int64_t k0, int64_t kc, uint32_t* dst);
-/// Packs bf16 weight rows [n0, n0 + rows) (rows ≤ kBf16NR) × columns [k0, k0 + kc) of w ([N, K]) as pairs:
-/// panel[p · kBf16NR + j]; columns j ≥ rows are zero.
-void pack_w(const void* w, int64_t K, int64_t n0, int rows, int64_t k0, int64_t kc, uint32_t* panel);
-/// c[i, j] (i < mr, j < nr) = (accumulate ? c[i, j] : bias ? bias[j] : 0) + Σ_p dot of pair p of a's row i and of
-/// b's column j (kp pairs, f32 accumulation).
-void micro(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, int mr, int nr, bool accumulate,
-           const float* bias);
 }  // namespace avx512bf16
 
-/// Whether bf16 weights on `isa` take the AVX-512 BF16 kernels, x rounded to bf16, on every path (GEMV, small batch,
-/// GEMM): ISA AVX512 and the CPU has AVX512_BF16.
-bool use_gemm_bf16(Isa isa, DType wt);
+/// Whether bf16 weights on `isa` take the AVX-512 BF16 kernels, x rounded to bf16, on every path of ops::linear (GEMV
+/// and small batch): ISA AVX512 and the CPU has AVX512_BF16.
+bool use_bf16_kernels(Isa isa, DType wt);
 /// Lays out bf16 rows xb[M, K] (row-major) for avx512bf16::small_batch, tiles [t0, t1) of small_batch_tiles(M):
 /// the tile of rows [m0, m1) starts at dst + m0 · Kp (Kp = small_batch_padded_k(K)) and holds, step s after step,
 /// the 32 elements [32 s, 32 s + 32) of each of its rows in turn (zero past K), so the kernel walks one stream of x per
@@ -168,8 +147,6 @@ const uint16_t* bf16_small_batch_activations(const float* x, int64_t M, int64_t 
 /// x[M, K] rounded to bf16 by avx512bf16::round_to_bf16, in a buffer of the calling thread that stays valid until
 /// its next call (multi-threaded for large M · K). Only where the CPU has AVX512_BF16.
 const uint16_t* bf16_activations(const float* x, int64_t M, int64_t K);
-/// y[M, N] = bf16(x)[M, K] · wᵀ (+ bias) with w bf16 [N, K], multi-threaded; only where use_gemm_bf16 says so.
-void gemm_bf16(int64_t M, int64_t N, int64_t K, const float* x, const void* w, const float* bias, float* y);
 
 /// Where the GEMM's right-hand side comes from: weight rows [N, K] of any linear dtype (linear), or a row-major
 /// f32 matrix [K, N] (matmul).
@@ -179,17 +156,17 @@ struct GemmRhs {
   bool rows_are_outputs = true;  // true: [N, K] (x · wᵀ); false: [K, N] (a · b)
 };
 
-/// y[M, N] = x[M, K] · rhs (+ bias[N]), multi-threaded, with the kernels of `isa` (bf16 weights: gemm_bf16 where
-/// use_gemm_bf16 says so).
+/// y[M, N] = x[M, K] · rhs (+ bias[N]), multi-threaded, with the kernels of `isa` (every weight dtype converted
+/// exactly to f32 panels; x stays f32).
 void gemm(Isa isa, int64_t M, int64_t N, int64_t K, const float* x, const GemmRhs& rhs, const float* bias, float* y);
-/// y[N] = w[N, K] · x[K] (+ bias), multi-threaded (bf16 weights: bf16(x) where use_gemm_bf16 says so).
+/// y[N] = w[N, K] · x[K] (+ bias), multi-threaded (bf16 weights: bf16(x) where use_bf16_kernels says so).
 void gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, const float* x, const float* bias, float* y);
 /// Whether ops::linear of M rows against weights of dtype wt on `isa` takes small_batch (f32 / f16 / bf16, 2 <= M <=
 /// small_batch_max_rows).
 int64_t small_batch_max_rows(Isa isa, DType wt);
 bool use_small_batch(Isa isa, DType wt, int64_t M);
 /// y[M, N] = x[M, K] · wᵀ (+ bias) through the small-batch kernel of `isa`, multi-threaded (bf16 weights: bf16(x)
-/// where use_gemm_bf16 says so). Any M works (tests); ops::linear sends it what use_small_batch accepts.
+/// where use_bf16_kernels says so). Any M works (tests); ops::linear sends it what use_small_batch accepts.
 void small_batch(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
                  float* y);
 

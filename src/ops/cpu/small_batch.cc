@@ -6,9 +6,9 @@
 // output equals scalar::gemv of that row bit for bit). It is the reference the SIMD kernels are tested against and
 // the fallback on CPUs without AVX2.
 //
-// The driver prepares x once per call for bf16 weights — rounded to bf16 for avx512bf16::small_batch where
-// use_gemm_bf16 holds (bf16_activations), else arranged for the f32 kernels (bf16_x_block) — then splits N among the
-// threads in blocks of whole kernel row blocks, chunks of at least ~64 KiB of weights as the GEMV does.
+// The driver prepares x once per call for bf16 weights — rounded to bf16 and packed per tile for
+// avx512bf16::small_batch where use_bf16_kernels holds (bf16_small_batch_activations), else arranged for the f32
+// kernels (bf16_x_block) — then splits N among the threads in blocks of whole kernel row blocks, chunks of at least ~64 KiB of weights as the GEMV does.
 #include <algorithm>
 #include <vector>
 
@@ -50,35 +50,9 @@ void small_batch(DType wt, const void* w, int64_t K, const float* x, int64_t M, 
 
 }  // namespace scalar
 
-void pack_small_batch_x(const uint16_t* xb, int64_t M, int64_t K, int64_t t0, int64_t t1, uint16_t* dst) {
-  const int64_t tiles = small_batch_tiles(M), Kp = small_batch_padded_k(K);
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t m0 = small_batch_tile_start(M, tiles, t), mt = small_batch_tile_start(M, tiles, t + 1) - m0;
-    uint16_t* out = dst + m0 * Kp;
-    for (int64_t k = 0; k < Kp; k += 32)
-      for (int64_t m = 0; m < mt; ++m, out += 32) {
-        const int64_t len = std::min<int64_t>(32, std::max<int64_t>(0, K - k));
-        const uint16_t* src = xb + (m0 + m) * K + k;
-        std::copy(src, src + len, out);
-        std::fill(out + len, out + 32, uint16_t{0});
-      }
-  }
-}
-
-const uint16_t* bf16_small_batch_activations(const float* x, int64_t M, int64_t K) {
-  const uint16_t* xb = bf16_activations(x, M, K);
-  thread_local std::vector<uint16_t> packed;
-  packed.resize(static_cast<std::size_t>(M * small_batch_padded_k(K)));
-  uint16_t* out = packed.data();
-  const int64_t tiles = small_batch_tiles(M);
-  parallel_for(0, tiles, std::max<int64_t>(1, (int64_t{1} << 16) / (kSmallBatchRowTile * std::max<int64_t>(1, K))),
-               [&](int64_t t0, int64_t t1) { pack_small_batch_x(xb, M, K, t0, t1, out); });
-  return out;
-}
-
 int64_t small_batch_max_rows(Isa isa, DType wt) {
   if (wt != DType::F32 && wt != DType::F16 && wt != DType::BF16) return 0;
-  if (use_gemm_bf16(isa, wt)) return kSmallBatchMaxRowsBf16;
+  if (use_bf16_kernels(isa, wt)) return kSmallBatchMaxRowsBf16;
   if (isa < Isa::AVX512) return kSmallBatchMaxRowsAvx2;
   return wt == DType::F32 ? kSmallBatchMaxRowsF32 : kSmallBatchMaxRows;
 }
@@ -93,7 +67,7 @@ void small_batch(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t
   constexpr int64_t kGroup = 4;
   const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(wt)));
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
-  if (use_gemm_bf16(isa, wt)) {
+  if (use_bf16_kernels(isa, wt)) {
     const uint16_t* xb = bf16_small_batch_activations(x, M, K);
     return parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
       avx512bf16::small_batch(w, K, xb, M, bias, y, N, g0 * kGroup, std::min(g1 * kGroup, N));
