@@ -92,10 +92,7 @@ void run_serve(const ServeFlags& f) {
   eo.batch.max_batch_size = f.max_batch;
   eo.max_queue = f.max_queue;
   eo.context = f.ctx;
-  // Tokens a sequence may hold: the model's max_position_embeddings (unlimited for T5's relative positions), or --ctx.
-  int64_t context = lm.model ? text::context_length(*lm.model) : std::numeric_limits<int64_t>::max();
-  if (f.ctx > 0) context = std::min(context, f.ctx);
-  eo.batch.max_kv_cache_bytes = kv_budget(f, lm, context);
+  eo.batch.max_kv_cache_bytes = kv_budget(f, lm, serve::sequence_context(lm.model.get(), f.ctx));
   std::unique_ptr<serve::Engine> engine =
       lm.seq2seq ? std::make_unique<serve::Engine>(*lm.seq2seq, tok ? &*tok : nullptr, eo)
                  : std::make_unique<serve::Engine>(*lm.model, tok ? &*tok : nullptr, eo);

@@ -69,6 +69,12 @@ void RequestStream::finish(text::SequenceResult r, bool server_failed) {
 // ---------------------------------------------------------------------------------------------------------------
 // Engine
 
+int64_t sequence_context(const models::CausalLM* causal, int64_t requested) {
+  int64_t context = causal ? text::context_length(*causal) : std::numeric_limits<int64_t>::max();
+  if (requested > 0) context = std::min(context, requested);
+  return context;
+}
+
 Engine::Engine(models::CausalLM& model, const text::Tokenizer* tokenizer, EngineOptions options)
     : Engine(&model, nullptr, tokenizer, std::move(options)) {}
 
@@ -78,9 +84,7 @@ Engine::Engine(models::Seq2SeqLM& model, const text::Tokenizer* tokenizer, Engin
 Engine::Engine(models::CausalLM* causal, models::Seq2SeqLM* seq2seq, const text::Tokenizer* tokenizer,
                EngineOptions options)
     : causal_(causal), seq2seq_(seq2seq), tokenizer_(tokenizer), options_(std::move(options)),
-      context_(std::numeric_limits<int64_t>::max()) {
-  if (causal_) context_ = text::context_length(*causal_);
-  if (options_.context > 0) context_ = std::min(context_, options_.context);
+      context_(sequence_context(causal, options_.context)) {
   generator_ = make_generator();
   thread_ = std::thread([this] { loop(); });
 }

@@ -30,6 +30,11 @@ struct EngineOptions {
   int64_t context = 0;       // tokens a sequence may hold (prompt + generated); 0 = the model's maximum
 };
 
+/// Tokens a sequence may hold (prompt + generated) when serving `causal` (nullptr: an encoder-decoder model, whose
+/// relative positions have no limit: INT64_MAX) with EngineOptions::context = `requested` (0: the model's
+/// max_position_embeddings). The engine's context(); the CLI sizes the KV budget with it before the engine exists.
+int64_t sequence_context(const models::CausalLM* causal, int64_t requested);
+
 /// One request's tokens, from the engine thread to the handler that streams them. Thread-safe.
 class RequestStream {
  public:

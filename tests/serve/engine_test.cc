@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <thread>
 
 #include "ferry/models/auto_model.h"
@@ -73,6 +74,21 @@ TEST(ServeEngine, ConcurrentRequestsEachGetTheirSoloTokens) {
   EXPECT_EQ(st.completed, static_cast<uint64_t>(kClients));
   EXPECT_GT(st.step_rows, st.steps);  // some steps carried several sequences
   EXPECT_TRUE(engine.idle());
+}
+
+// The context a sequence may hold: the model's max_position_embeddings, --ctx when smaller, no limit for an
+// encoder-decoder model; the engine reports the same figure the CLI sized the KV budget with.
+TEST(ServeEngine, SequenceContextIsTheModelsLimitOrTheRequestedOne) {
+  auto model = tiny_llama();
+  EXPECT_EQ(sequence_context(model.get(), 0), int64_t{1} << 20);
+  EXPECT_EQ(sequence_context(model.get(), 300), 300);
+  EXPECT_EQ(sequence_context(model.get(), int64_t{1} << 30), int64_t{1} << 20);
+  EXPECT_EQ(sequence_context(nullptr, 0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(sequence_context(nullptr, 77), 77);
+  EngineOptions eo;
+  eo.context = 300;
+  Engine engine(*model, nullptr, eo);
+  EXPECT_EQ(engine.context(), 300);
 }
 
 TEST(ServeEngine, CancelledRequestLeavesTheBatchAndFreesItsKvCache) {
