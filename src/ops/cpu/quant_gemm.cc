@@ -1,13 +1,16 @@
-// The quantized GEMM's driver (see quant_kernels.h; kernels in quant_gemm_avx512.cc). The loop nest is the f32
-// GEMM's (gemm.cc):
+// The quantized GEMM's driver (see quant_kernels.h; kernels in quant_gemm_avx512.cc and quant_gemm_avx2.cc, which
+// differ in their tile: panels of MR activation rows and strips of NR weight rows, 6 × 32 and 4 × 16). The loop nest
+// is the f32 GEMM's (gemm.cc):
 //   for each pass over kQgMC activation rows:
-//     1. repack the quantized activations of those rows into kQgMR-row panels, group by group (all threads);
-//     2. split N into kQgNC-row tasks; a task walks K in blocks of kQgKC: it unpacks its weight block into
-//        kQgNR-row strips in a per-thread buffer, then runs the microkernel over every (strip, panel) pair, the
-//        strip (20-24 KiB) staying in L1 while the panels stream from L2.
+//     1. repack the quantized activations of those rows into MR-row panels, group by group (all threads);
+//     2. split N into kQgNC-row tasks; a task walks K in blocks of kQgKC: it unpacks its weight block into NR-row
+//        strips in a per-thread buffer, then runs the microkernel over every (strip, panel) pair, the strip
+//        (AVX-512: 20-24 KiB, AVX2: 10-12 KiB) staying in L1 while the panels stream from L2.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
+#include "check.h"
 #include "ferry/core/thread_pool.h"
 #include "gemm_blocking.h"
 #include "quant_kernels.h"
@@ -34,86 +37,139 @@ XGroup x_group(const uint8_t* xq, std::size_t row_size, bool kblocks, int G, int
   return {b->q + off, b->d, b->d * static_cast<float>(sum)};
 }
 
-// Activation rows [m0, m0 + mr) (mr ≤ kQgMR; missing rows zero) × groups [0, groups) into one panel.
-void pack_x_panel(const uint8_t* xq, std::size_t row_size, bool kblocks, int G, int64_t m0, int mr, int64_t groups,
-                  uint8_t* panel) {
-  const int64_t group_bytes = qgemm_x_group_bytes(G);
+// Activation rows [m0, m0 + mr) (mr ≤ MR; missing rows zero) × groups [0, groups) into one panel of MR rows.
+void pack_x_panel(const uint8_t* xq, std::size_t row_size, bool kblocks, int G, int MR, int64_t m0, int mr,
+                  int64_t groups, uint8_t* panel) {
+  const int64_t group_bytes = qgemm_x_group_bytes(G, MR);
   for (int64_t g = 0; g < groups; ++g) {
     uint8_t* dst = panel + g * group_bytes;
-    auto* scales = reinterpret_cast<float*>(dst + G * kQgMR);
-    for (int r = 0; r < kQgMR; ++r) {
+    auto* scales = reinterpret_cast<float*>(dst + G * MR);
+    for (int r = 0; r < MR; ++r) {
       if (r >= mr) {
-        for (int c = 0; c < G / 4; ++c) std::memset(dst + (c * kQgMR + r) * 4, 0, 4);
-        scales[r] = scales[kQgMR + r] = 0.0f;
+        for (int c = 0; c < G / 4; ++c) std::memset(dst + (c * MR + r) * 4, 0, 4);
+        scales[r] = scales[MR + r] = 0.0f;
         continue;
       }
       const XGroup xg = x_group(xq, row_size, kblocks, G, m0 + r, g);
-      for (int c = 0; c < G / 4; ++c) std::memcpy(dst + (c * kQgMR + r) * 4, xg.q + 4 * c, 4);
+      for (int c = 0; c < G / 4; ++c) std::memcpy(dst + (c * MR + r) * 4, xg.q + 4 * c, 4);
       scales[r] = xg.d;
-      scales[kQgMR + r] = xg.dsum;
+      scales[MR + r] = xg.dsum;
     }
   }
 }
 
-// Per-thread weight block buffer (kQgNC rows × kQgKC elements, packed), reused across calls.
+// Per-thread weight block buffer (kQgNC rows × kQgKC elements, packed), reused across calls: kQgNC · (KC/G) · (G + 8)
+// bytes whatever the strip width, the most for G = 16.
 uint8_t* weight_block_buffer() {
-  constexpr std::size_t kBytes = (kQgNC / kQgNR) * (kQgKC / 16) * (16 * kQgNR + 8 * kQgNR);  // the largest: G = 16
+  constexpr std::size_t kBytes = kQgNC * (kQgKC / 16) * (16 + 8);
   thread_local AlignedArray<uint8_t> buf = aligned_array<uint8_t>(kBytes);
   return buf.get();
 }
 
-}  // namespace
+// One ISA's kernels and tile: panels of mr activation rows, strips of nr weight rows. The packed layouts are the same
+// for both ISAs but for the tile (and q8_0's levels: unsigned for AVX-512, signed for AVX2).
+struct Kernels {
+  int mr, nr;
+  void (*pack_w)(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng, uint8_t* strip);
+  void (*micro)(DType wt, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr, int nr,
+                bool accumulate, const float* bias);
+};
 
-int64_t quant_gemm_min_rows(DType wt) {
-  if (wt == DType::Q6_K) return 64;
-  return uses_kblocks(wt) ? 32 : 16;
+const Kernels& kernels(Isa isa) {
+  static const Kernels k512{kQgMR, kQgNR, avx512::qgemm_pack_w,
+                            [](DType wt, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy,
+                               int mr, int nr, bool accumulate, const float* bias) {
+                              avx512::qgemm_micro(qgemm_group(wt), ng, xp, wp, y, ldy, mr, nr, accumulate, bias);
+                            }};
+  static const Kernels k2{kQg2MR, kQg2NR, avx2::qgemm_pack_w, avx2::qgemm_micro};
+  return isa >= Isa::AVX512 ? k512 : k2;
 }
 
-bool use_quant_gemm(Isa isa, DType wt, int64_t M) { return isa >= Isa::AVX512 && M >= quant_gemm_min_rows(wt); }
+}  // namespace
 
-void quant_gemm(DType wt, const void* w, int64_t N, int64_t K, int64_t M, const uint8_t* xq, std::size_t row_size,
-                const float* bias, float* y) {
-  static_assert(kQgKC % 256 == 0 && kQgNC % kQgNR == 0, "blocks must hold whole K-quant blocks and whole strips");
+int64_t quant_gemm_min_rows(Isa isa, DType wt) {
+  if (isa >= Isa::AVX512) {
+    if (wt == DType::Q6_K) return 64;
+    return uses_kblocks(wt) ? 32 : 16;
+  }
+  if (isa >= Isa::AVX2) {
+    // Measured (bench/bench_quant_gemm.cc, 2048 × 2048; figures in quant_gemm_avx2.cc): the GEMM wins from 8 rows
+    // for q4_0 / q4_1 / q5_0 / q5_1 (1.1-1.25x there), from 16 for q8_0 (two more instructions per vpmaddubsw: the
+    // sign move and an early vpmaddwd; 1.04-1.2x) and q4_k / q5_k (whose GEMV keeps a whole 256-element block in
+    // integers; 1.4-1.6x), from 48 for q6_k (16-element groups and the strongest GEMV; 1.1-1.3x at 48, a tie at 32).
+    if (wt == DType::Q6_K) return 48;
+    if (wt == DType::Q8_0 || uses_kblocks(wt)) return 16;
+    return 8;
+  }
+  return std::numeric_limits<int64_t>::max();  // no quantized GEMM without AVX2
+}
+
+bool use_quant_gemm(Isa isa, DType wt, int64_t M) { return M >= quant_gemm_min_rows(isa, wt); }
+
+void quant_gemm(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const uint8_t* xq,
+                std::size_t row_size, const float* bias, float* y) {
+  static_assert(kQgKC % 256 == 0 && kQgNC % kQgNR == 0 && kQgNC % kQg2NR == 0,
+                "blocks must hold whole K-quant blocks and whole strips");
+  if (isa < Isa::AVX2) fail("ops::linear", "the quantized GEMM needs AVX2 (use_quant_gemm says when to call it)");
+  const Kernels& kern = kernels(isa);
+  const int MR = kern.mr, NR = kern.nr;
   const int G = qgemm_group(wt);
   const bool kblocks = uses_kblocks(wt);
   const int64_t groups = K / G, kc_groups = kQgKC / G;
-  const int64_t xg_bytes = qgemm_x_group_bytes(G), wg_bytes = qgemm_w_group_bytes(G);
+  const int64_t xg_bytes = qgemm_x_group_bytes(G, MR), wg_bytes = qgemm_w_group_bytes(G, NR);
   const int64_t panel_bytes = groups * xg_bytes;
   const int64_t k_blocks = (groups + kc_groups - 1) / kc_groups;
+  const std::size_t row_bytes = dtype_nbytes(wt, K);
   // Balanced passes of at most kQgMC rows, each a whole number of panels.
   const int64_t passes = (M + kQgMC - 1) / kQgMC;
-  const int64_t rows_per_pass = ((M + passes - 1) / passes + kQgMR - 1) / kQgMR * kQgMR;
-  const int64_t max_panels = (std::min(rows_per_pass, M) + kQgMR - 1) / kQgMR;
+  const int64_t rows_per_pass = ((M + passes - 1) / passes + MR - 1) / MR * MR;
+  const int64_t max_panels = (std::min(rows_per_pass, M) + MR - 1) / MR;
   AlignedArray<uint8_t> xp = aligned_array<uint8_t>(static_cast<std::size_t>(max_panels * panel_bytes));
 
   for (int64_t m0 = 0; m0 < M; m0 += rows_per_pass) {
     const int64_t mc = std::min(rows_per_pass, M - m0);
-    const int64_t panels = (mc + kQgMR - 1) / kQgMR;
+    const int64_t panels = (mc + MR - 1) / MR;
     parallel_for(0, panels, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t i = p0; i < p1; ++i) {
-        const int mr = static_cast<int>(std::min<int64_t>(kQgMR, mc - i * kQgMR));
-        pack_x_panel(xq, row_size, kblocks, G, m0 + i * kQgMR, mr, groups, xp.get() + i * panel_bytes);
+        const int mr = static_cast<int>(std::min<int64_t>(MR, mc - i * MR));
+        pack_x_panel(xq, row_size, kblocks, G, MR, m0 + i * MR, mr, groups, xp.get() + i * panel_bytes);
       }
     });
     const int64_t n_blocks = (N + kQgNC - 1) / kQgNC;
+    // Weight rows [n, n + NR) ∩ [0, N), elements of K block kb, prefetched into L2 (if `any`).
+    auto prefetch_weights = [&](int64_t n, int64_t kb, bool any) {
+      if (!any) return;
+      const int64_t e0 = kb * kQgKC;
+      const std::size_t off = dtype_nbytes(wt, e0), len = dtype_nbytes(wt, std::min(K, e0 + kQgKC) - e0);
+      for (int64_t r = n; r < std::min(n + NR, N); ++r) {
+        const uint8_t* p = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(r) * row_bytes + off;
+        for (std::size_t b = 0; b < len; b += 64) __builtin_prefetch(p + b, 0, 2);
+      }
+    };
     parallel_for(0, n_blocks, 1, [&](int64_t b0, int64_t b1) {
       uint8_t* wp = weight_block_buffer();
       for (int64_t nb = b0; nb < b1; ++nb) {
         const int64_t n0 = nb * kQgNC, nc = std::min(kQgNC, N - n0);
-        const int64_t strips = (nc + kQgNR - 1) / kQgNR;
+        const int64_t strips = (nc + NR - 1) / NR;
         for (int64_t kb = 0; kb < k_blocks; ++kb) {
           const int64_t g0 = kb * kc_groups, ng = std::min(kc_groups, groups - g0);
           const int64_t strip_bytes = ng * wg_bytes;
           for (int64_t s = 0; s < strips; ++s)
-            avx512::qgemm_pack_w(wt, w, K, n0 + s * kQgNR, static_cast<int>(std::min<int64_t>(kQgNR, nc - s * kQgNR)),
-                                 g0, ng, wp + s * strip_bytes);
+            kern.pack_w(wt, w, K, n0 + s * NR, static_cast<int>(std::min<int64_t>(NR, nc - s * NR)), g0, ng,
+                        wp + s * strip_bytes);
           for (int64_t s = 0; s < strips; ++s) {
-            const int nr = static_cast<int>(std::min<int64_t>(kQgNR, nc - s * kQgNR));
-            const float* bias_s = bias ? bias + n0 + s * kQgNR : nullptr;
+            const int nr = static_cast<int>(std::min<int64_t>(NR, nc - s * NR));
+            const float* bias_s = bias ? bias + n0 + s * NR : nullptr;
+            // Meanwhile the weights the next unpacking reads come into L2: this strip's rows in the next K block (or
+            // the next task's first). Each row is a run of only 4-9 cache lines there (512 elements), too short for
+            // the hardware prefetchers, and the unpacking otherwise waits on L3 / memory: +5-30% at M = 64 (most for
+            // q6_k, 210 bytes per 256 weights), +1-3% at M = 512, on both ISAs.
+            prefetch_weights(kb + 1 < k_blocks ? n0 + s * NR : n0 + kQgNC + s * NR, kb + 1 < k_blocks ? kb + 1 : 0,
+                             kb + 1 < k_blocks || nb + 1 < b1);
             for (int64_t i = 0; i < panels; ++i) {
-              const int mr = static_cast<int>(std::min<int64_t>(kQgMR, mc - i * kQgMR));
-              avx512::qgemm_micro(G, ng, xp.get() + i * panel_bytes + g0 * xg_bytes, wp + s * strip_bytes,
-                                  y + (m0 + i * kQgMR) * N + n0 + s * kQgNR, N, mr, nr, kb > 0, bias_s);
+              const int mr = static_cast<int>(std::min<int64_t>(MR, mc - i * MR));
+              kern.micro(wt, ng, xp.get() + i * panel_bytes + g0 * xg_bytes, wp + s * strip_bytes,
+                         y + (m0 + i * MR) * N + n0 + s * NR, N, mr, nr, kb > 0, bias_s);
             }
           }
         }

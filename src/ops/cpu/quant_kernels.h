@@ -17,8 +17,8 @@
 // largest magnitude per value); tests/ops/quant_linear_test.cc measures the result against the dequantized f32
 // weights, and tests/models/gguf_llama_cpp_test.cc the logits of real models.
 //
-// Prefill runs through the quantized GEMM below on AVX-512, and through the GEMV in tiles of activation rows (see
-// kQuantRowTile) elsewhere.
+// Prefill runs through the quantized GEMM below (AVX-512 VNNI and AVX2, from quant_gemm_min_rows rows), and through
+// the GEMV in tiles of activation rows (see kQuantRowTile) below that and without AVX2.
 #pragma once
 
 #include <cstddef>
@@ -86,7 +86,7 @@ void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const floa
            int64_t n0, int64_t n1);
 }  // namespace avx512
 
-// ---- Prefill: the quantized GEMM (AVX-512 VNNI; quant_gemm.cc drives, quant_gemm_avx512.cc computes) -----------
+// ---- Prefill: the quantized GEMM (quant_gemm.cc drives; quant_gemm_avx512.cc, quant_gemm_avx2.cc compute) -------
 //
 // The GEMV above works in dot-product form: per (weight row, activation row) pair and 32-element group it does one
 // integer dot product and then converts and scales it, so at prefill sizes it spends more instructions applying
@@ -102,22 +102,25 @@ void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const floa
 //    ([G/4][kQgMR][4]), then d_x[kQgMR] and s_x[kQgMR] = d_x · Σ levels of the group;
 // and the group's contribution to y[m, n] is  a_n · d_x,m · Σ u·x_q  +  c_n · s_x,m  (the integer sum exact).
 // The arithmetic is the GEMV's up to f32 rounding and summation order: same activation quantization, same
-// dequantized weights.
+// dequantized weights. The AVX2 kernels (below) use the same layouts with their own tile, 8-lane vectors and
+// vpmaddubsw for vpdpbusd.
 inline constexpr int kQgMR = 6;         // activation rows per panel (12 f32 + 12 int32 accumulators)
 inline constexpr int kQgNR = 32;        // weight rows per strip (two 16-lane vectors)
 inline constexpr int64_t kQgKC = 512;   // elements of K per block: a strip's block is 20-24 KiB (L1)
 inline constexpr int64_t kQgNC = 64;    // weight rows per task
 inline constexpr int64_t kQgMC = 512;   // activation rows per pass (each weight block is unpacked once per pass)
-/// Rows of activations from which ops::linear takes the quantized GEMM on AVX-512 rather than the GEMV tiles: the
-/// measured crossovers (bench/bench_quant_gemm.cc, 2048 × 2048): 16 for the 32-element types, 32 for q4_k / q5_k
-/// (whose GEMV keeps a whole 256-element block in integers), 64 for q6_k (16-element groups: twice the scale work).
-int64_t quant_gemm_min_rows(DType wt);
+/// Rows of activations from which ops::linear takes the quantized GEMM on `isa` rather than the GEMV tiles (a
+/// number no M reaches without AVX2): the measured crossovers (bench/bench_quant_gemm.cc, 2048 × 2048).
+/// AVX-512: 16 for the 32-element types, 32 for q4_k / q5_k (whose GEMV keeps a whole 256-element block in
+/// integers), 64 for q6_k (16-element groups: twice the scale work). AVX2: 8 for q4_0 / q4_1 / q5_0 / q5_1, 16 for
+/// q8_0 / q4_k / q5_k, 48 for q6_k (quant_gemm.cc says why).
+int64_t quant_gemm_min_rows(Isa isa, DType wt);
 
 /// The group size the GEMM uses for weights of `wt`: 32, or 16 for q6_k.
 inline int qgemm_group(DType wt) { return wt == DType::Q6_K ? 16 : 32; }
-/// Bytes of one group of a packed weight strip, resp. of an activation panel.
-inline int64_t qgemm_w_group_bytes(int G) { return int64_t{G} * kQgNR + 8 * kQgNR; }
-inline int64_t qgemm_x_group_bytes(int G) { return int64_t{G} * kQgMR + 8 * kQgMR; }
+/// Bytes of one group of a packed weight strip of nr rows, resp. of an activation panel of mr rows.
+inline int64_t qgemm_w_group_bytes(int G, int nr = kQgNR) { return int64_t{G} * nr + 8 * nr; }
+inline int64_t qgemm_x_group_bytes(int G, int mr = kQgMR) { return int64_t{G} * mr + 8 * mr; }
 
 namespace avx512 {
 /// Packs weight rows [n0, n0 + rows) (rows ≤ kQgNR; the rest of the strip zero) × groups [g0, g0 + ng) of w ([N, K],
@@ -129,12 +132,26 @@ void qgemm_micro(int G, int64_t ng, const uint8_t* xp, const uint8_t* wp, float*
                  bool accumulate, const float* bias);
 }  // namespace avx512
 
+// The AVX2 kernels (quant_gemm_avx2.cc): the same layouts and arithmetic on 256-bit vectors of 8 weight rows, the
+// integer sums through vpmaddubsw + vpaddw + vpmaddwd (that file says why they stay exact); kQgKC / kQgNC / kQgMC as
+// above (a strip's block is 10-12 KiB).
+inline constexpr int kQg2MR = 4;   // activation rows per panel (8 int16/int32 + 8 f32 accumulators)
+inline constexpr int kQg2NR = 16;  // weight rows per strip (two 8-lane vectors)
+
+namespace avx2 {
+/// As avx512::qgemm_pack_w, strips of kQg2NR rows; q8_0 levels stay signed (a = d, c = 0).
+void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng, uint8_t* strip);
+/// As avx512::qgemm_micro for a kQg2MR × kQg2NR tile of weights `wt`.
+void qgemm_micro(DType wt, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr, int nr,
+                 bool accumulate, const float* bias);
+}  // namespace avx2
+
 /// Whether ops::linear of M rows of weights `wt` on `isa` takes the quantized GEMM.
 bool use_quant_gemm(Isa isa, DType wt, int64_t M);
-/// y[M, N] = x · wᵀ (+ bias) through the quantized GEMM, with xq the activations quantized as quant_gemv does (rows
-/// of `row_size` bytes); multi-threaded. ISA AVX512 only.
-void quant_gemm(DType wt, const void* w, int64_t N, int64_t K, int64_t M, const uint8_t* xq, std::size_t row_size,
-                const float* bias, float* y);
+/// y[M, N] = x · wᵀ (+ bias) through the quantized GEMM on `isa` (AVX2 or AVX512; the kernels of the ISA given), with
+/// xq the activations quantized as quant_gemv does (rows of `row_size` bytes); multi-threaded.
+void quant_gemm(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const uint8_t* xq,
+                std::size_t row_size, const float* bias, float* y);
 
 /// y[M, N] = x[M, K] · wᵀ (+ bias) for quantized w [N, K], multi-threaded: through the quantized GEMM where
 /// use_quant_gemm says so (unless `allow_gemm` is false: benchmarks compare the two), the GEMV otherwise.

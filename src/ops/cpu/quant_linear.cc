@@ -191,7 +191,7 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
       else kern.quantize_x(x + m * K, K, reinterpret_cast<QBlock8*>(dst));
     }
   });
-  if (allow_gemm && use_quant_gemm(isa, wt, M)) return quant_gemm(wt, w, N, K, M, xq.data(), row_size, bias, y);
+  if (allow_gemm && use_quant_gemm(isa, wt, M)) return quant_gemm(isa, wt, w, N, K, M, xq.data(), row_size, bias, y);
   // Activation rows go in tiles of kQuantRowTile (their blocks stay in L2 while every weight row streams past);
   // weight rows in groups of 8, chunks of at least ~64 KiB of weights; within a group each activation row of the
   // tile is served, max_rows (4 or 8) at a time, while the weight rows are in L1/L2.

@@ -1,6 +1,7 @@
 // Unpacking block-quantized weight levels into 32 bytes with AVX2 instructions, shared by the quantized GEMV
-// (quant_simd.h) and the quantized GEMM's weight packing (quant_gemm_avx512.cc). Internal linkage only: the
-// translation units that include this are built for different ISAs, and none may hand its copy to another.
+// (quant_simd.h) and the quantized GEMM's weight packing (quant_gemm_avx512.cc, quant_gemm_avx2.cc). Internal
+// linkage only: the translation units that include this are built for different ISAs, and none may hand its copy to
+// another.
 #pragma once
 
 #include <immintrin.h>
