@@ -70,12 +70,16 @@ void ModelFlags::apply() const {
   if (threads > 0) set_num_threads(threads);
   if (model.empty()) throw Error("no model folder given", "", "pass -m FOLDER (a Hugging Face model folder)");
   if (!std::filesystem::exists(model))
-    throw Error("model folder not found", model, "check the path; it must hold config.json and the weights");
+    throw Error(ErrorKind::NotFound, "model folder not found", model,
+                "check the path; it must hold config.json and the weights");
   if (models::is_gguf_file(model)) return;  // a llama.cpp GGUF file (models/gguf_model.h)
-  if (!std::filesystem::is_directory(model) || !std::filesystem::exists(std::filesystem::path(model) / "config.json"))
-    throw Error("not a model folder: no config.json", model,
+  if (!std::filesystem::is_directory(model) || !std::filesystem::exists(std::filesystem::path(model) / "config.json")) {
+    // A folder without config.json lacks a file (NotFound); a path that is not a folder is a wrong argument.
+    throw Error(std::filesystem::is_directory(model) ? ErrorKind::NotFound : ErrorKind::InvalidValue,
+                "not a model folder: no config.json", model,
                 "point -m at a Hugging Face folder with config.json and *.safetensors or pytorch_model.bin, or at a "
                 ".gguf file");
+  }
 }
 
 std::optional<DType> ModelFlags::dtype_value() const {

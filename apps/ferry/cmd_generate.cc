@@ -101,7 +101,9 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     r = lm.seq2seq ? text::generate(*lm.seq2seq, tok ? &*tok : nullptr, ids, o, stream)
                    : text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
   } else {
-    if (!tok) throw Error("no tokenizer.json in the model folder", f.model.model, "pass token ids with --prompt-ids");
+    if (!tok)
+      throw Error(ErrorKind::NotFound, "no tokenizer.json in the model folder", f.model.model,
+                  "pass token ids with --prompt-ids");
     if (!f.json) std::printf("%s", prompt.c_str());
     if (!f.json && lm.seq2seq) std::printf("\n");  // an encoder-decoder model's output is not a continuation
     r = lm.seq2seq ? text::generate(*lm.seq2seq, *tok, prompt, o, stream) : text::generate(*lm.model, *tok, prompt, o, stream);

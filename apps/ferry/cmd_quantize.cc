@@ -27,7 +27,8 @@ void add_quantize_command(CLI::App& app) {
   cmd->callback([o] {
     if (o->threads > 0) set_num_threads(o->threads);
     if (!std::filesystem::exists(o->model))
-      throw Error("model not found", o->model, "pass -m with a Hugging Face folder or a .gguf file");
+      throw Error(ErrorKind::NotFound, "model not found", o->model,
+                  "pass -m with a Hugging Face folder or a .gguf file");
     const auto t0 = std::chrono::steady_clock::now();
     const models::GgufExportReport r = models::export_gguf(o->model, o->out, {.type = o->type, .name = o->name});
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

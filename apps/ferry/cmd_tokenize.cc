@@ -15,7 +15,8 @@ text::Tokenizer load_tokenizer(const std::string& folder) {
     return text::Tokenizer::from_json(models::gguf_tokenizer_json(io::GgufFile::open(folder)).dump(), folder);
   auto path = std::filesystem::path(folder) / "tokenizer.json";
   if (!std::filesystem::exists(path))
-    throw Error("no tokenizer.json in the model folder", folder, "give token ids with --prompt-ids instead");
+    throw Error(ErrorKind::NotFound, "no tokenizer.json in the model folder", folder,
+                "give token ids with --prompt-ids instead");
   return text::Tokenizer::from_file(path);
 }
 

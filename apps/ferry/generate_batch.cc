@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -86,7 +87,12 @@ std::vector<BatchPrompt> read_batch_prompts(const std::string& path) {
   std::istream* in = &std::cin;
   if (path != "-") {
     file.open(path);
-    if (!file) throw Error("cannot open the prompts file", path, "check the path given to -i");
+    if (!file) {
+      std::error_code ec;  // NotFound only when the path is not there (exists() clears ec then)
+      const bool missing = !std::filesystem::exists(path, ec) && !ec;
+      throw Error(missing ? ErrorKind::NotFound : ErrorKind::InvalidValue, "cannot open the prompts file", path,
+                  "check the path given to -i");
+    }
     in = &file;
   }
   std::vector<std::string> lines;

@@ -1,12 +1,12 @@
 // ferry::Error as Python exceptions. The classes live in ferry/_errors.py; every one derives from ferry.Error and
-// from the built-in exception that says what kind of problem it is:
-//   NotFoundError     (FileNotFoundError): a file or folder that is not there
-//   OutOfMemoryError  (MemoryError):       a budget too small for the model, or an allocation that failed
-//   InvalidValueError (ValueError):        everything else (bad config, bad argument, corrupt file, ...)
-// ferry::Error carries no category, so the kind is read from how the library words its problems (see classify).
+// from the built-in exception of its kind. The class follows Error::kind(), which the library sets where it throws,
+// never the wording of the message (a reworded message must not change what `except FileNotFoundError` catches):
+//   NotFound     -> NotFoundError     (FileNotFoundError): a file or folder that is not there
+//   OutOfMemory  -> OutOfMemoryError  (MemoryError):       a budget too small for the model, or a failed allocation
+//   InvalidValue -> InvalidValueError (ValueError):        everything else (bad config, bad argument, corrupt file)
+// The exception carries the kind's name as `kind` ("not_found", ...) next to `problem`, `where` and `hint`.
 #include <nanobind/stl/string.h>
 
-#include <filesystem>
 #include <string_view>
 
 #include "bindings.h"
@@ -14,28 +14,6 @@
 
 namespace ferry::python {
 namespace {
-
-enum class Kind { NotFound, OutOfMemory, InvalidValue };
-
-bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
-
-// The library's wording: "checkpoint not found", "index names 1 shard file(s) that do not exist", "cannot open
-// config.json" / "cannot open the file" (where = the path), "cannot open file: No such file or directory"; budgets:
-// "the model does not fit without disk offload", "... needs N on cpu but its budget is M", "out of (host) memory".
-Kind classify(const Error& e) {
-  const std::string_view p = e.problem();
-  if (contains(p, "not found") || contains(p, "No such file") || contains(p, "does not exist") ||
-      contains(p, "do not exist"))
-    return Kind::NotFound;
-  if (p.rfind("cannot open", 0) == 0) {
-    std::error_code ec;
-    if (!e.where().empty() && !std::filesystem::exists(e.where(), ec)) return Kind::NotFound;
-  }
-  if (contains(p, "out of memory") || contains(p, "out of host memory") || contains(p, "does not fit") ||
-      contains(p, "but its budget is"))
-    return Kind::OutOfMemory;
-  return Kind::InvalidValue;
-}
 
 // The classes of ferry._errors, looked up once (kept for the life of the process).
 struct Classes {
@@ -46,15 +24,31 @@ Classes& classes() {
   return c;
 }
 
-void raise(const Error& e) {
+nb::handle class_of(ErrorKind kind) {
   const Classes& c = classes();
-  const Kind kind = classify(e);
-  nb::handle cls = kind == Kind::NotFound ? c.not_found : kind == Kind::OutOfMemory ? c.out_of_memory : c.invalid_value;
+  switch (kind) {
+    case ErrorKind::NotFound: return c.not_found;
+    case ErrorKind::OutOfMemory: return c.out_of_memory;
+    case ErrorKind::InvalidValue: break;
+  }
+  return c.invalid_value;
+}
+
+void raise(const Error& e) {
+  nb::handle cls = class_of(e.kind());
   nb::object exc = cls(nb::str(e.what()));
+  exc.attr("kind") = nb::str(error_kind_name(e.kind()));
   exc.attr("problem") = nb::str(e.problem().c_str());
   exc.attr("where") = nb::str(e.where().c_str());
   exc.attr("hint") = nb::str(e.hint().c_str());
   PyErr_SetObject(cls.ptr(), exc.ptr());
+}
+
+ErrorKind kind_from_name(std::string_view name) {
+  for (ErrorKind k : {ErrorKind::InvalidValue, ErrorKind::NotFound, ErrorKind::OutOfMemory})
+    if (name == error_kind_name(k)) return k;
+  throw Error("unknown error kind \"" + std::string(name) + "\"", "kind",
+              "use \"invalid_value\", \"not_found\" or \"out_of_memory\"");
 }
 
 }  // namespace
@@ -72,10 +66,14 @@ void bind_errors(nb::module_& m) {
       raise(e);
     }
   });
-  m.def("_classify_for_test", [](const std::string& problem, const std::string& where) {
-    const Kind k = classify(Error(problem, where));
-    return k == Kind::NotFound ? "not_found" : k == Kind::OutOfMemory ? "out_of_memory" : "invalid_value";
-  }, "The exception kind a ferry::Error with this problem and where becomes (tests only).");
+  m.def(
+      "_raise_for_test",
+      [](const std::string& kind, const std::string& problem, const std::string& where, const std::string& hint) {
+        throw Error(kind_from_name(kind), problem, where, hint);
+      },
+      nb::arg("kind"), nb::arg("problem"), nb::arg("where") = "", nb::arg("hint") = "",
+      "Throws a ferry::Error of this kind (\"invalid_value\", \"not_found\", \"out_of_memory\"), so tests see how "
+      "it is raised (tests only).");
 }
 
 }  // namespace ferry::python

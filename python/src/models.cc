@@ -80,7 +80,7 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   Model out;
   out.name_or_path = path.string();
   if (!fs::exists(path))
-    throw Error("model folder not found", path.string(),
+    throw Error(ErrorKind::NotFound, "model folder not found", path.string(),
                 "pass a folder with config.json and the weights, or a .gguf file");
   const bool gguf = models::is_gguf_file(path);
   if (!gguf) {

@@ -111,7 +111,7 @@ TokenizerObject load_tokenizer(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path)) {
     const auto file = path / "tokenizer.json";
     if (!std::filesystem::exists(file))
-      throw Error("tokenizer.json not found", path.string(),
+      throw Error(ErrorKind::NotFound, "tokenizer.json not found", path.string(),
                   "ferry reads a folder's tokenizer.json (the fast tokenizer); write one with "
                   "tokenizer.save_pretrained");
     TokenizerObject out{Tokenizer::from_file(file), nullptr};
@@ -120,7 +120,8 @@ TokenizerObject load_tokenizer(const std::filesystem::path& path) {
     return out;
   }
   if (!std::filesystem::exists(path))
-    throw Error("tokenizer not found", path.string(), "pass a model folder, a tokenizer.json or a .gguf file");
+    throw Error(ErrorKind::NotFound, "tokenizer not found", path.string(),
+                "pass a model folder, a tokenizer.json or a .gguf file");
   if (models::is_gguf_file(path))
     return {Tokenizer::from_json(models::gguf_tokenizer_json(io::GgufFile::open(path)).dump(), path.string()), nullptr};
   return {Tokenizer::from_file(path), nullptr};

@@ -87,7 +87,8 @@ nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload
     index = index_from_safetensors_checkpoint(offload_dir);
     if (!index) {
       if (has_meta_tensor(model))
-        throw Error("the model is on meta and " + offload_dir.string() +
+        throw Error(ErrorKind::NotFound,
+                    "the model is on meta and " + offload_dir.string() +
                         " holds neither an offload index.json nor a safetensors checkpoint",
                     "disk_offload", "point offload_dir at the folder holding the weights, or load them first");
       {

@@ -18,7 +18,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& 
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    throw Error(std::string("cannot open file: ") + std::strerror(err), path.string(),
+    throw Error(error_kind_from_errno(err), std::string("cannot open file: ") + std::strerror(err), path.string(),
                 err == ENOENT ? "check the path" : "check the file's permissions");
   }
   struct stat st {};

@@ -27,7 +27,7 @@ void* aligned_host_alloc(std::size_t nbytes, std::size_t min_alignment) {
   const std::size_t rounded = std::max<std::size_t>(64, (nbytes + 63) / 64 * 64);
   void* p = nullptr;
   if (::posix_memalign(&p, alignment, rounded) != 0 || !p)
-    throw Error("out of host memory allocating " + std::to_string(nbytes) + " bytes", "cpu");
+    throw Error(ErrorKind::OutOfMemory, "out of host memory allocating " + std::to_string(nbytes) + " bytes", "cpu");
 #ifdef MADV_HUGEPAGE
   if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);
 #endif

@@ -22,7 +22,8 @@ class VirtualBackend final : public Backend {
   std::shared_ptr<Storage> allocate(Device device, std::size_t nbytes) override {
     auto used = static_cast<std::size_t>(memory_stats(device).current);
     if (used + nbytes > opts_.capacity_bytes)
-      throw Error("out of memory: cannot allocate " + std::to_string(nbytes) + " bytes with " +
+      throw Error(ErrorKind::OutOfMemory,
+                  "out of memory: cannot allocate " + std::to_string(nbytes) + " bytes with " +
                       std::to_string(used) + " of " + std::to_string(opts_.capacity_bytes) + " in use",
                   device.str(), "give this device a smaller max_memory budget");
     return Storage::adopt(device, aligned_host_alloc(nbytes), nbytes, aligned_host_free);

@@ -69,7 +69,10 @@ void AtomicFile::commit(bool durable) {
 
 std::string read_small_file(const std::filesystem::path& path, std::size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open file: " + errno_text(errno), path.string());
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(error_kind_from_errno(err), "cannot open file: " + errno_text(err), path.string());
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

@@ -67,7 +67,8 @@ CheckpointFiles from_index(const fs::path& index_file) {
     std::string list;
     for (std::size_t i = 0; i < missing.size() && i < 10; ++i) list += (i ? ", " : "") + missing[i];
     if (missing.size() > 10) list += ", ...";
-    throw Error("index names " + std::to_string(missing.size()) + " shard file(s) that do not exist in " +
+    throw Error(ErrorKind::NotFound,
+                "index names " + std::to_string(missing.size()) + " shard file(s) that do not exist in " +
                     out.folder.string() + ": " + list,
                 where, "the download is incomplete; fetch the missing shards");
   }
@@ -110,7 +111,7 @@ CheckpointFiles from_folder(const fs::path& folder) {
     if (indexes.size() == 1) chosen = indexes[0];
     else if (indexes.empty() && safetensors.size() == 1) chosen = safetensors[0];
     else
-      throw Error("no checkpoint found in folder", folder.string(),
+      throw Error(ErrorKind::NotFound, "no checkpoint found in folder", folder.string(),
                   "expected model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
                   "pytorch_model.bin.index.json (or exactly one *.index.json or *.safetensors)");
   }
@@ -172,7 +173,8 @@ CheckpointFiles get_checkpoint_shard_files(const fs::path& checkpoint) {
   std::error_code ec;
   const auto st = fs::status(checkpoint, ec);
   if (!fs::exists(st))
-    throw Error("checkpoint not found", checkpoint.string(), "pass a .safetensors/.bin file, an index or a folder");
+    throw Error(ErrorKind::NotFound, "checkpoint not found", checkpoint.string(),
+                "pass a .safetensors/.bin file, an index or a folder");
   if (fs::is_directory(st)) return from_folder(checkpoint);
   if (ends_with(checkpoint.filename().string(), ".json")) return from_index(checkpoint);
   if (!fs::is_regular_file(st)) throw Error("checkpoint is not a regular file", checkpoint.string());

@@ -144,7 +144,7 @@ OffloadIndex load_offload_index(const fs::path& offload_folder) {
   const fs::path p = offload_folder / "index.json";
   std::error_code ec;
   if (!fs::exists(p, ec))
-    throw Error("offload folder has no index.json", offload_folder.string(),
+    throw Error(ErrorKind::NotFound, "offload folder has no index.json", offload_folder.string(),
                 "was it written by offload_weight + save_offload_index (or Accelerate)?");
   return parse_offload_index(detail::read_small_file(p, kMaxIndexBytes), p.string());
 }

@@ -245,7 +245,9 @@ struct StagedReader::Impl {
       const bool fits = shared->total + n <= shared->capacity;
       if (fits || !may_wait) {
         r.buf = shared->allocate(n);
-        if (!r.buf) throw Error("out of memory for a staging buffer of " + std::to_string(n) + " bytes", "StagedReader");
+        if (!r.buf)
+          throw Error(ErrorKind::OutOfMemory, "out of memory for a staging buffer of " + std::to_string(n) + " bytes",
+                      "StagedReader");
         r.buf_size = n;
         r.overflow = !fits;
         shared->total += n;
@@ -289,9 +291,11 @@ struct StagedReader::Impl {
       }
     }
     if (fd < 0) fd = open_file(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      throw Error(std::string("cannot open: ") + std::strerror(errno), path.string(),
+    if (fd < 0) {
+      const int err = errno;
+      throw Error(error_kind_from_errno(err), std::string("cannot open: ") + std::strerror(err), path.string(),
                   "the offloaded weights' file must stay where it was when the model was planned");
+    }
     files.emplace(path.string(), fd);
     return fd;
   }

@@ -2,6 +2,7 @@
 // dtype and RoPE parameters in all three spellings transformers has used.
 #include "ferry/models/config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -36,7 +37,9 @@ ConfigJson ConfigJson::read(const std::filesystem::path& folder_or_file) {
   const std::filesystem::path path = is_dir ? folder_or_file / "config.json" : folder_or_file;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw Error("cannot open config.json", path.string(),
+    // NotFound only when the path is not there (exists() clears ec then); a file we may not read is InvalidValue.
+    const bool missing = !std::filesystem::exists(path, ec) && !ec;
+    throw Error(missing ? ErrorKind::NotFound : ErrorKind::InvalidValue, "cannot open config.json", path.string(),
                 is_dir ? "Is this a Hugging Face model folder? It must contain config.json next to the weights."
                        : "Pass the model folder (the one holding config.json and the weights).");
   }

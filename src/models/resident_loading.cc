@@ -44,7 +44,7 @@ void ResidentLoader::place(const std::string& key, const Tensor& value, const st
   try {
     nn::set_module_tensor_to_device(model_, name, Device::cpu(), value);
   } catch (const Error& e) {
-    throw Error(e.problem(), where + ": " + key, "Are config.json and the weights from the same model?");
+    throw Error(e.kind(), e.problem(), where + ": " + key, "Are config.json and the weights from the same model?");
   }
 }
 

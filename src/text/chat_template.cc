@@ -2,6 +2,7 @@
 // transformers' apply_chat_template prepares and passes them.
 #include "ferry/text/chat_template.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -19,7 +20,12 @@ const char* const kSpecialTokenNames[] = {"bos_token", "eos_token", "unk_token",
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open the file", path.string(), "check its permissions");
+  if (!in) {
+    std::error_code ec;  // NotFound only when the path is not there (exists() clears ec then)
+    const bool missing = !fs::exists(path, ec) && !ec;
+    throw Error(missing ? ErrorKind::NotFound : ErrorKind::InvalidValue, "cannot open the file", path.string(),
+                "check its permissions");
+  }
   std::ostringstream s;
   s << in.rdbuf();
   if (in.bad()) throw Error("cannot read the file", path.string());

@@ -3,6 +3,7 @@
 // (ids -> token strings -> decoder chain).
 #include "ferry/text/tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -86,7 +87,12 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, std::string_view sour
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open the file", path.string(), "check the path and permissions");
+  if (!in) {
+    std::error_code ec;  // NotFound only when the path is not there (exists() clears ec then)
+    const bool missing = !std::filesystem::exists(path, ec) && !ec;
+    throw Error(missing ? ErrorKind::NotFound : ErrorKind::InvalidValue, "cannot open the file", path.string(),
+                "check the path and permissions");
+  }
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) throw Error("cannot read the file", path.string());

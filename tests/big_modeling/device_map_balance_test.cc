@@ -8,6 +8,7 @@
 #include "ferry/core/logging.h"
 #include "ferry/nn/containers.h"
 #include "ferry/nn/linear.h"
+#include "support/error_of.h"
 #include "support/model_for_test.h"
 
 namespace ferry {
@@ -142,11 +143,14 @@ TEST(Reservations, ImpossibleReservationsAreErrorsWithTheNumbers) {
     std::string what = e.what();
     EXPECT_NE(what.find("KV cache for 4096 tokens (200 B) + activations (150 B)"), std::string::npos) << what;
     EXPECT_NE(what.find("needs 350 B on cuda:0 but its budget is 300 B"), std::string::npos) << what;
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory) << what;
   }
+  // Reservations that make no sense are bad values, not a lack of memory.
   o.reservations = {{Device::cuda(1), 10, "KV cache"}};
-  EXPECT_THROW(infer_auto_device_map(model, o), Error);  // cuda:1 is not in the budget
+  EXPECT_EQ(test::error_kind_of([&] { infer_auto_device_map(model, o); }),  // cuda:1 is not in the budget
+            ErrorKind::InvalidValue);
   o.reservations = {{Device::cuda(0), -1, "KV cache"}};
-  EXPECT_THROW(infer_auto_device_map(model, o), Error);
+  EXPECT_EQ(test::error_kind_of([&] { infer_auto_device_map(model, o); }), ErrorKind::InvalidValue);
 }
 
 TEST(Reservations, WithoutDiskAModelThatCannotFitFailsBeforePlanning) {
@@ -165,6 +169,7 @@ TEST(Reservations, WithoutDiskAModelThatCannotFitFailsBeforePlanning) {
     EXPECT_NE(what.find("cuda:0=100 B, cpu=100 B"), std::string::npos) << what;
     EXPECT_NE(what.find("after reserving 50 B on cuda:0 for KV cache"), std::string::npos) << what;
     EXPECT_NE(what.find("disk offload is off"), std::string::npos) << what;
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory) << what;
   }
   // In f16 it fits: 122 bytes. GPU 0 (100) keeps the largest layer (linear2, 50) back for the cpu layers, so it
   // holds linear1 (32) only; the cpu is the last device and needs no reserve for batchnorm + linear2 (90).
@@ -195,6 +200,7 @@ TEST(Reservations, WithoutDiskTheLastDeviceKeepsNoReserve) {
                         "placed of 150 B"),
               std::string::npos)
         << what;
+    EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory) << what;
   }
 }
 

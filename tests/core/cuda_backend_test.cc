@@ -65,6 +65,8 @@ TEST(CudaBackend, AsyncCopyFromPinnedMemory) {
 TEST(CudaBackend, OutOfMemoryIsAFerryErrorNamingDeviceAndSizes) {
   FERRY_REQUIRE_CUDA();
   const std::string msg = test::error_of([] { Tensor::empty({int64_t(1) << 50}, DType::U8, Device::cuda(0)); });
+  EXPECT_EQ(test::error_kind_of([] { Tensor::empty({int64_t(1) << 50}, DType::U8, Device::cuda(0)); }),
+            ErrorKind::OutOfMemory);
   EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("free"), std::string::npos) << msg;

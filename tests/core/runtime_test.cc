@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <numeric>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "ferry/core/memory.h"
 #include "ferry/core/tensor.h"
 #include "ferry/core/thread_pool.h"
+#include "support/error_of.h"
 
 namespace ferry {
 namespace {
@@ -80,6 +82,33 @@ TEST(Error, ComposesWhatWhereHint) {
   EXPECT_STREQ(Error("plain").what(), "plain");
 }
 
+TEST(Error, KindDefaultsToInvalidValueIsSetAndSurvivesContext) {
+  EXPECT_EQ(Error("bad dtype", "w", "use f32").kind(), ErrorKind::InvalidValue);
+  const Error missing(ErrorKind::NotFound, "checkpoint not found", "/x", "pass a folder");
+  EXPECT_EQ(missing.kind(), ErrorKind::NotFound);
+  EXPECT_STREQ(missing.what(), "/x: checkpoint not found (pass a folder)");  // the kind is not part of the message
+  const Error outer = missing.with_context("from_pretrained");
+  EXPECT_EQ(outer.kind(), ErrorKind::NotFound);
+  EXPECT_EQ(outer.where(), "from_pretrained: /x");
+  EXPECT_EQ(Error(ErrorKind::OutOfMemory, "budget too small").with_context("").kind(), ErrorKind::OutOfMemory);
+  EXPECT_EQ(Error(ErrorKind::OutOfMemory, "budget too small").with_context("plan").kind(), ErrorKind::OutOfMemory);
+  // Thrown and caught by value or as std::exception, the kind travels with it.
+  try {
+    throw outer;
+  } catch (const std::exception& e) {
+    const auto* err = dynamic_cast<const Error*>(&e);
+    ASSERT_NE(err, nullptr);
+    EXPECT_EQ(err->kind(), ErrorKind::NotFound);
+  }
+  EXPECT_STREQ(error_kind_name(ErrorKind::InvalidValue), "invalid_value");
+  EXPECT_STREQ(error_kind_name(ErrorKind::NotFound), "not_found");
+  EXPECT_STREQ(error_kind_name(ErrorKind::OutOfMemory), "out_of_memory");
+  EXPECT_EQ(error_kind_from_errno(ENOENT), ErrorKind::NotFound);
+  EXPECT_EQ(error_kind_from_errno(ENOTDIR), ErrorKind::NotFound);
+  EXPECT_EQ(error_kind_from_errno(EACCES), ErrorKind::InvalidValue);
+  EXPECT_EQ(error_kind_from_errno(EISDIR), ErrorKind::InvalidValue);
+}
+
 TEST(Backend, CudaWithoutAGpuIsAClearError) {
   auto cuda = find_backend(Device::Kind::CUDA);
   if (cuda && cuda->device_count() > 0) GTEST_SKIP() << "a GPU is present";
@@ -118,8 +147,10 @@ TEST_F(VirtualDevices, HaveIdentityCapacityAndAccounting) {
   EXPECT_EQ(memory_stats(Device::virt(0)).current, 0);
   EXPECT_EQ(v.to(Device::virt(0)).to(Device::cpu()).to_vector<float>(), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(*find_backend(Device::Kind::Virtual)->free_memory(Device::virt(1)), 4096u - 12);
-  EXPECT_THROW(Tensor::empty({2000}, DType::F32, Device::virt(0)), Error);  // 8000 bytes > capacity
-  EXPECT_THROW(Tensor::empty({1}, DType::F32, Device::virt(2)), Error);     // no such device
+  EXPECT_EQ(test::error_kind_of([] { Tensor::empty({2000}, DType::F32, Device::virt(0)); }),  // 8000 bytes > capacity
+            ErrorKind::OutOfMemory);
+  EXPECT_EQ(test::error_kind_of([] { Tensor::empty({1}, DType::F32, Device::virt(2)); }),  // no such device
+            ErrorKind::InvalidValue);
   auto accels = accelerator_devices();
   if (!find_backend(Device::Kind::CUDA)) {
     EXPECT_EQ(accels, (std::vector<Device>{Device::virt(0), Device::virt(1)}));

@@ -140,7 +140,10 @@ TEST(Checkpoint, IndexThatMisplacesATensorIsAnError) {
 
 TEST(Checkpoint, MissingPathIsAClearError) {
   TempDir dir;
-  EXPECT_FERRY_ERROR(get_checkpoint_shard_files(dir / "nope"), "checkpoint not found");
+  EXPECT_FERRY_ERROR_KIND(get_checkpoint_shard_files(dir / "nope"), ErrorKind::NotFound, "checkpoint not found");
+  // Opening a file that is not there is NotFound (errno ENOENT); one that is there but no file is InvalidValue.
+  EXPECT_FERRY_ERROR_KIND(load_safetensors(dir / "nope.safetensors"), ErrorKind::NotFound, "No such file");
+  EXPECT_FERRY_ERROR_KIND(load_safetensors(dir.path()), ErrorKind::InvalidValue, "not a regular file");
 }
 
 TEST(Checkpoint, PlainFileNames) {

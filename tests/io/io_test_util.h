@@ -86,3 +86,17 @@ inline ::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
           << "message: " << e_.what() << "\nexpected to contain: " << (needle);                 \
     }                                                                                           \
   } while (0)
+
+/// Expects `stmt` to throw ferry::Error of kind `error_kind` (an ErrorKind) whose what() contains `needle`.
+#define EXPECT_FERRY_ERROR_KIND(stmt, error_kind, needle)                                       \
+  do {                                                                                          \
+    try {                                                                                       \
+      stmt;                                                                                     \
+      ADD_FAILURE() << "expected ferry::Error containing \"" << (needle) << "\"";               \
+    } catch (const ::ferry::Error& e_) {                                                        \
+      EXPECT_NE(std::string(e_.what()).find(needle), std::string::npos)                         \
+          << "message: " << e_.what() << "\nexpected to contain: " << (needle);                 \
+      EXPECT_STREQ(::ferry::error_kind_name(e_.kind()), ::ferry::error_kind_name(error_kind))   \
+          << "message: " << e_.what();                                                          \
+    }                                                                                           \
+  } while (0)

@@ -1,5 +1,6 @@
 // The malformed-file table: every way a checkpoint, index or offload folder can be broken or hostile, each with
-// the error text a user must see. Every case must throw ferry::Error (never crash, never load).
+// the error text a user must see. Every case must throw ferry::Error (never crash, never load), of kind InvalidValue
+// (a corrupt or hostile file) unless the case says NotFound (a file it needs is not there).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ struct Case {
   const char* name;
   std::function<void(const TempDir&)> run;  // writes the file(s) and loads them
   const char* expected;                      // substring of the error message
+  ErrorKind kind = ErrorKind::InvalidValue;  // NotFound where a file the checkpoint needs is not there
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -237,7 +239,7 @@ const std::vector<Case>& cases() {
        "\"total_size\" must be a non-negative integer"},
       {"index_missing_shards",
        index_json(R"({"weight_map":{"a":"model-1.safetensors","b":"model-2.safetensors","c":"model-2.safetensors"}})"),
-       "index names 2 shard file(s) that do not exist"},
+       "index names 2 shard file(s) that do not exist", ErrorKind::NotFound},
       {"index_symlink_out",
        [](const TempDir& d) {
          write_bytes(d / "outside.safetensors", "x");
@@ -252,10 +254,11 @@ const std::vector<Case>& cases() {
          write_bytes(d / "config.json", "{}");
          get_checkpoint_shard_files(d.path());
        },
-       "no checkpoint found in folder"},
+       "no checkpoint found in folder", ErrorKind::NotFound},
 
       // offload folders
-      {"offload_no_index", [](const TempDir& d) { load_offload_index(d.path()); }, "offload folder has no index.json"},
+      {"offload_no_index", [](const TempDir& d) { load_offload_index(d.path()); }, "offload folder has no index.json",
+       ErrorKind::NotFound},
       {"offload_name_escapes", offload_index(R"({"../evil":{"dtype":"float32","shape":[1]}})"),
        "weight name \"../evil\" cannot be stored"},
       {"offload_unknown_dtype", offload_index(R"({"w":{"dtype":"complex64","shape":[1]}})"),
@@ -276,7 +279,7 @@ class MalformedFile : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MalformedFile, IsRefusedWithAClearError) {
   TempDir dir;
-  EXPECT_FERRY_ERROR(GetParam().run(dir), GetParam().expected);
+  EXPECT_FERRY_ERROR_KIND(GetParam().run(dir), GetParam().kind, GetParam().expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, MalformedFile, ::testing::ValuesIn(cases()),

@@ -68,8 +68,11 @@ TEST(ConfigJson, ReadsFolderOrFileAndReportsBadFiles) {
   test::TempDir dir;
   EXPECT_THAT(error_of([&] { ConfigJson::read(dir.path()); }),
               AllOf(HasSubstr("cannot open config.json"), HasSubstr(dir.path().string())));
+  EXPECT_EQ(test::error_kind_of([&] { ConfigJson::read(dir.path()); }), ErrorKind::NotFound);
+  EXPECT_EQ(test::error_kind_of([&] { ConfigJson::read(dir.path() / "nope"); }), ErrorKind::NotFound);
   std::ofstream(dir.path() / "config.json") << "{\"vocab_size\": 5,";
   EXPECT_THAT(error_of([&] { ConfigJson::read(dir.path()); }), HasSubstr("not valid JSON"));
+  EXPECT_EQ(test::error_kind_of([&] { ConfigJson::read(dir.path()); }), ErrorKind::InvalidValue);  // corrupt
   std::ofstream(dir.path() / "config.json") << "[1, 2]";
   EXPECT_THAT(error_of([&] { ConfigJson::read(dir.path()); }), HasSubstr("must be a JSON object, got a list"));
   std::ofstream(dir.path() / "config.json") << "{\"vocab_size\": 5}";

@@ -96,6 +96,14 @@ TEST(FromPretrained, ShardedCheckpoint) {
   ASSERT_TRUE(fs::exists(dir.path() / "model.safetensors.index.json"));
   auto model = AutoModelForCausalLM::from_pretrained(dir.path());
   EXPECT_EQ(test::max_abs_diff(model->logits(prompt()), written->logits(prompt())), 0.0);
+  // A shard the index names but the folder lacks (an incomplete download) is NotFound.
+  std::vector<fs::path> shards;
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+  ASSERT_GE(shards.size(), 2u);
+  fs::remove(shards.back());
+  EXPECT_THAT(error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), HasSubstr("do not exist"));
+  EXPECT_EQ(test::error_kind_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), ErrorKind::NotFound);
 }
 
 TEST(FromPretrained, MissingTensorsAreListed) {
@@ -108,6 +116,8 @@ TEST(FromPretrained, MissingTensorsAreListed) {
   const std::string e = error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); });
   EXPECT_THAT(e, AllOf(HasSubstr("lacks 2 tensor(s)"), HasSubstr("model.layers.1.mlp.up_proj.weight"),
                        HasSubstr("model.norm.weight"), HasSubstr("same model")));
+  // The files are there; their contents do not match the model.
+  EXPECT_EQ(test::error_kind_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), ErrorKind::InvalidValue);
 }
 
 TEST(FromPretrained, ShapeMismatchNamesTensorAndFile) {
@@ -420,11 +430,17 @@ TEST(FromPretrained, DispatchReportsMissingTensorsButNotTiedOnes) {
 
 TEST(FromPretrained, BadFoldersFailBeforeReadingWeights) {
   test::TempDir dir;
+  const auto kind = [&] { return test::error_kind_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }); };
+  EXPECT_EQ(test::error_kind_of([&] { AutoModelForCausalLM::from_pretrained(dir.path() / "nope"); }),
+            ErrorKind::NotFound);
   EXPECT_THAT(error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), HasSubstr("config.json"));
+  EXPECT_EQ(kind(), ErrorKind::NotFound);
   std::ofstream(dir.path() / "config.json") << R"({"architectures": ["T5ForConditionalGeneration"], "model_type": "t5"})";
   EXPECT_THAT(error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), HasSubstr("unknown architecture"));
+  EXPECT_EQ(kind(), ErrorKind::InvalidValue);
   std::ofstream(dir.path() / "config.json") << test::tiny_llama_config().dump();
   EXPECT_THAT(error_of([&] { AutoModelForCausalLM::from_pretrained(dir.path()); }), HasSubstr(dir.path().string()));
+  EXPECT_EQ(kind(), ErrorKind::NotFound);  // a config but no weights
 }
 
 }  // namespace

@@ -253,7 +253,8 @@ void Planner::fail_out_of_devices(const PlanItem& item) const {
     if (d.kept > 0) usage += fmt::format(" + {} kept free for the largest offloaded layer", format_bytes(d.kept));
     usage += fmt::format(" of {}", format_bytes(d.budget.value_or(0)));
   }
-  throw Error(fmt::format("the model does not fit without disk offload: '{}' and what follows ({}) found no room "
+  throw Error(ErrorKind::OutOfMemory,
+              fmt::format("the model does not fit without disk offload: '{}' and what follows ({}) found no room "
                           "({})",
                           item.name, format_bytes(left), usage),
               "infer_auto_device_map",

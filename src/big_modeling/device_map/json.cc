@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -83,7 +84,12 @@ std::ostream& operator<<(std::ostream& os, const DeviceMap& device_map) { return
 
 DeviceMap DeviceMap::read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open device map file", path, "check the path");
+  if (!in) {
+    std::error_code ec;  // NotFound only when the path is not there (exists() clears ec then)
+    const bool missing = !std::filesystem::exists(path, ec) && !ec;
+    throw Error(missing ? ErrorKind::NotFound : ErrorKind::InvalidValue, "cannot open device map file", path,
+                "check the path");
+  }
   std::stringstream text;
   text << in.rdbuf();
   try {

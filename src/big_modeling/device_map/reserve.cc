@@ -31,7 +31,8 @@ MaxMemory budget_after_reservations(MaxMemory budget, const std::vector<Reservat
                               budget.describe()),
                   "reservations", "reserve on a device of max_memory, or add that device to max_memory");
     if (bytes > *have)
-      throw Error(fmt::format("{} needs {} on {} but its budget is {}", purpose, format_bytes(bytes), device.str(),
+      throw Error(ErrorKind::OutOfMemory,
+                  fmt::format("{} needs {} on {} but its budget is {}", purpose, format_bytes(bytes), device.str(),
                               format_bytes(*have)),
                   "reservations",
                   "raise max_memory for that device, shorten the context (smaller KV cache), or reserve elsewhere");
@@ -49,7 +50,8 @@ void check_budget_can_fit(const ModuleSizes& sizes, const MaxMemory& budget, con
   for (const auto& r : options.reservations)
     reserved += fmt::format("{}{} on {} for {}", reserved.empty() ? "" : ", ", format_bytes(r.bytes), r.device.str(),
                             r.purpose);
-  throw Error(fmt::format("the model needs {} ({} bytes{}) but the devices can hold only {} ({} bytes: {}){}; disk "
+  throw Error(ErrorKind::OutOfMemory,
+              fmt::format("the model needs {} ({} bytes{}) but the devices can hold only {} ({} bytes: {}){}; disk "
                           "offload is off",
                           format_bytes(sizes.total()), sizes.total(),
                           options.dtype ? fmt::format(" as {}", dtype_name(*options.dtype)) : "",

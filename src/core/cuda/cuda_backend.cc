@@ -30,7 +30,9 @@ constexpr int kMaxDevices = 16;
 void check(cudaError_t err, const char* what, Device device) {
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear a non-sticky error so the next call does not report it again
-    throw Error(std::string(what) + " failed: " + cudaGetErrorString(err), device.str(),
+    // cudaErrorMemoryAllocation (a cudaMalloc, cudaHostAlloc or context that did not fit) is a lack of memory.
+    throw Error(err == cudaErrorMemoryAllocation ? ErrorKind::OutOfMemory : ErrorKind::InvalidValue,
+                std::string(what) + " failed: " + cudaGetErrorString(err), device.str(),
                 "check the GPU with nvidia-smi; ferry needs a CUDA 13 driver");
   }
 }
@@ -70,7 +72,8 @@ class CudaBackend final : public Backend {
       std::size_t free = 0, total = 0;
       cudaMemGetInfo(&free, &total);
       cudaGetLastError();
-      throw Error("out of memory: cannot allocate " + mib(nbytes) + " (" + std::to_string(nbytes) + " bytes); " +
+      throw Error(ErrorKind::OutOfMemory,
+                  "out of memory: cannot allocate " + mib(nbytes) + " (" + std::to_string(nbytes) + " bytes); " +
                       mib(free) + " of " + mib(total) + " free",
                   device.str(), "lower this GPU's max_memory (--max-memory " + std::to_string(device.index) +
                                     "=...) so more layers are offloaded, or use a shorter context");
