@@ -271,8 +271,12 @@ BENCHMARK_CAPTURE(BM_SmallBatch, q4_k, DType::Q4_K)->ArgName("M")->Arg(4)->Arg(1
 // 7 calls each. Counters: small_batch_ms / gemm_ms (best call of each) and gemm_over_small_batch, their ratio (> 1:
 // the small-batch kernel is faster at this M): small_batch_max_rows belongs about where it drops below 1 (bf16 on
 // AVX-512 BF16 CPUs takes the small-batch kernel for every M, for batch invariance: kSmallBatchMaxRowsBf16).
-void BM_SmallBatchVsGemm(benchmark::State& state, DType dtype) {
-  const int64_t M = state.range(0), N = 8192, K = 4096;
+// M rows × an N × K weight of `dtype` through the small-batch kernel and the GEMM, timed alternately (one call of
+// each per iteration; the small-batch call is the iteration's time): the best call of each.
+struct SmallBatchVsGemm {
+  double small_best, gemm_best;
+};
+SmallBatchVsGemm time_small_batch_vs_gemm(benchmark::State& state, DType dtype, int64_t M, int64_t N, int64_t K) {
   const Tensor w = random_tensor({N, K}, dtype, 1), x = random_tensor({M, K}, DType::F32, 2);
   std::vector<float> y(static_cast<std::size_t>(M * N));
   const Isa isa = cpu_isa();
@@ -294,9 +298,14 @@ void BM_SmallBatchVsGemm(benchmark::State& state, DType dtype) {
     run_gemm();
     gemm.add(seconds_since(t0));
   }
-  state.counters["small_batch_ms"] = small.best * 1e3;
-  state.counters["gemm_ms"] = gemm.best * 1e3;
-  state.counters["gemm_over_small_batch"] = gemm.best / small.best;
+  return {small.best, gemm.best};
+}
+
+void BM_SmallBatchVsGemm(benchmark::State& state, DType dtype) {
+  const auto t = time_small_batch_vs_gemm(state, dtype, state.range(0), 8192, 4096);
+  state.counters["small_batch_ms"] = t.small_best * 1e3;
+  state.counters["gemm_ms"] = t.gemm_best * 1e3;
+  state.counters["gemm_over_small_batch"] = t.gemm_best / t.small_best;
 }
 BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, bf16, DType::BF16)->ArgName("M")->Arg(8)->Arg(16)->Arg(24)->Arg(32)->Arg(48)
     ->Arg(64)->Arg(96)->Arg(128)->Iterations(7)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -308,31 +317,11 @@ BENCHMARK_CAPTURE(BM_SmallBatchVsGemm, f16, DType::F16)->ArgName("M")->Arg(16)->
 // GEMM (x not rounded).
 void BM_PrefillSmallBatchVsGemm(benchmark::State& state, DType dtype) {
   const int64_t M = 512, N = state.range(0), K = state.range(1);
-  const Tensor w = random_tensor({N, K}, dtype, 1), x = random_tensor({M, K}, DType::F32, 2);
-  std::vector<float> y(static_cast<std::size_t>(M * N));
-  const Isa isa = cpu_isa();
-  const auto run_small = [&] {
-    ops::cpu::small_batch(isa, dtype, w.raw_data(), N, K, M, x.data<float>(), nullptr, y.data());
-  };
-  const auto run_gemm = [&] {
-    ops::cpu::gemm(isa, M, N, K, x.data<float>(), ops::cpu::GemmRhs{dtype, w.raw_data(), true}, nullptr, y.data());
-  };
-  run_small(), run_gemm();  // warm up
-  Passes small, gemm;
-  for (auto _ : state) {
-    auto t0 = Clock::now();
-    run_small();
-    const double t = seconds_since(t0);
-    small.add(t);
-    state.SetIterationTime(t);
-    t0 = Clock::now();
-    run_gemm();
-    gemm.add(seconds_since(t0));
-  }
+  const auto t = time_small_batch_vs_gemm(state, dtype, M, N, K);
   const double gflop = 2.0 * static_cast<double>(M * N * K) / 1e9;
-  state.counters["small_batch_GFLOPs"] = gflop / small.best;
-  state.counters["gemm_GFLOPs"] = gflop / gemm.best;
-  state.counters["gemm_over_small_batch"] = gemm.best / small.best;
+  state.counters["small_batch_GFLOPs"] = gflop / t.small_best;
+  state.counters["gemm_GFLOPs"] = gflop / t.gemm_best;
+  state.counters["gemm_over_small_batch"] = t.gemm_best / t.small_best;
 }
 BENCHMARK_CAPTURE(BM_PrefillSmallBatchVsGemm, bf16, DType::BF16)->ArgNames({"N", "K"})->Args({2048, 2048})
     ->Args({5632, 2048})->Args({2048, 5632})->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
