@@ -191,11 +191,12 @@ TEST(DeviceExecution, PrefetchedWeightsAreCopiedAheadOfTheirModule) {
     if (name.rfind("model.layers", 0) == 0 || name.rfind("model.norm", 0) == 0 || name.rfind("lm_head", 0) == 0)
       offloaded += t.nbytes();
   // Copies made ahead for the next forward are counted when made, so count over several forwards: each offloaded
-  // byte crosses once per forward, never twice.
+  // byte crosses once per forward, never twice. Besides weights, each forward sends its token ids and positions to
+  // the device (a few bytes; an ASan run counted 192 over the ~6 forwards): 4 KiB of slack for those.
   reset_transfer_stats();
   greedy(*m, 4);  // 5 forwards
   EXPECT_GE(transfer_stats().host_to_device, 4 * offloaded);
-  EXPECT_LE(transfer_stats().host_to_device, 6 * offloaded);
+  EXPECT_LE(transfer_stats().host_to_device, 6 * offloaded + 4096);
   disable_virtual_devices();
 }
 
