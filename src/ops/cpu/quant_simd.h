@@ -157,16 +157,9 @@ inline __m256i pick16(int lo, int hi) {
   return _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, c, e, c, e, c, e, c, e, c, e, c, e, c, e, c, e);
 }
 
-inline int hsum128_epi32(__m128i v) {
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
-  return _mm_cvtsi128_si32(v);
-}
-
 template <int M>
 struct AccK {
   __m256 v[M];
-  float c[M];
 };
 
 // Q4_K / Q5_K: eight 32-element sub-blocks with 6-bit scales sc_j and mins m_j (12 packed bytes); sub-blocks 2p and
@@ -185,16 +178,17 @@ void row_qk(const uint8_t* row, int64_t nsb, const QBlockK* x, AccK<M>& acc) {
     const uint32_t m_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
     const __m256i sc16 = _mm256_broadcastsi128_si256(
         _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(s_hi), static_cast<int>(s_lo))));
-    const __m128i mn16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo)));
+    // Each min twice (m_0 m_0 m_1 m_1 ...), one per 16-element half sum of the activations.
+    const __m128i mn8 = _mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo));
+    const __m256i mn16x2 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
     const QBlockK* xb[M];
     __m256i isum[M];
     FERRY_QUANT_UNROLL
     for (int m = 0; m < M; ++m) {
       xb[m] = x + m * nsb + sb;
-      // Σ_j m_j · (Σ x_q over sub-block j): the 16 half sums pairwise added, times the mins.
-      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[m]->bsum)),
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb[m]->bsum + 8)));
-      acc.c[m] -= dmin * xb[m]->d * static_cast<float>(hsum128_epi32(_mm_madd_epi16(mn16, bs)));
+      // − dmin · d_x · Σ_j m_j · (Σ x_q over sub-block j), in the same vector accumulator (summed at the end).
+      const __m256i mins = _mm256_madd_epi16(mn16x2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[m]->bsum)));
+      acc.v[m] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * xb[m]->d), acc.v[m]);
       isum[m] = _mm256_setzero_si256();
     }
     const uint8_t* qs = b + (kFive ? 48 : 16);
@@ -287,11 +281,11 @@ void rows(DType wt, const void* w, int64_t K, const void* xq, const float* bias,
     float out[M];
     if (wt == DType::Q4_K || wt == DType::Q5_K || wt == DType::Q6_K) {
       AccK<M> acc;
-      for (int m = 0; m < M; ++m) acc.v[m] = _mm256_setzero_ps(), acc.c[m] = 0.0f;
+      for (int m = 0; m < M; ++m) acc.v[m] = _mm256_setzero_ps();
       if (wt == DType::Q4_K) row_qk<M, false>(row, groups / 8, xk, acc);
       else if (wt == DType::Q5_K) row_qk<M, true>(row, groups / 8, xk, acc);
       else row_q6_k<M>(row, groups / 8, xk, acc);
-      for (int m = 0; m < M; ++m) out[m] = hsum8(acc.v[m]) + acc.c[m];
+      for (int m = 0; m < M; ++m) out[m] = hsum8(acc.v[m]);
     } else {
       Acc<M> acc;
       for (int s = 0; s < 2; ++s)
