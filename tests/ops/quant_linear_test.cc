@@ -91,6 +91,52 @@ TEST(QuantLinear, GemvMatchesTheDequantizedWeightsOnEveryIsa) {
   }
 }
 
+// The SIMD GEMV of q4_0 / q4_1 / q5_0 / q5_1 decodes groups two at a time (QPair8): rows with an odd number of
+// 32-element groups end in a pair whose second group is zeros, on both sides.
+TEST(QuantLinear, GemvPairsGroupsAndRowsWithAnOddGroupCountEndInAZeroGroup) {
+  const int64_t N = 19;
+  for (DType dt : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) {
+    for (int64_t K : {32, 96, 544, 608}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " K " + std::to_string(K));
+      const QuantWeight w = make_weight(dt, N, K, 17);
+      for (int64_t M : {1, 3, 6}) {
+        const auto xv = optest::random_floats(M * K, 300 + static_cast<uint32_t>(M + K), -2.0f, 2.0f);
+        const Tensor x = Tensor::from_vector(xv, {M, K});
+        const auto want = reference(w.deq, quantized_activations(xv, M, K, dt), M, N, K);
+        optest::for_each_isa([&](Isa) { EXPECT_TRUE(all_close(linear(x, w.q).to_vector<float>(), want, 1e-5, 1e-4)); });
+      }
+    }
+  }
+}
+
+TEST(QuantLinear, PairXInterleavesHalvesAndZeroPadsAnOddRow) {
+  auto xv = optest::random_floats(96, 8, -3.0f, 3.0f);
+  std::vector<cpu::QBlock8> b(3);
+  cpu::scalar::quantize_x(xv.data(), 96, b.data());
+  std::vector<cpu::QPair8> p(2);
+  cpu::pair_x(b.data(), 3, p.data());
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(p[0].q[i], b[0].q[i]);
+    EXPECT_EQ(p[0].q[16 + i], b[1].q[i]);
+    EXPECT_EQ(p[0].q[32 + i], b[0].q[16 + i]);
+    EXPECT_EQ(p[0].q[48 + i], b[1].q[16 + i]);
+    EXPECT_EQ(p[1].q[i], b[2].q[i]);
+    EXPECT_EQ(p[1].q[32 + i], b[2].q[16 + i]);
+    EXPECT_EQ(p[1].q[16 + i], 0);
+    EXPECT_EQ(p[1].q[48 + i], 0);
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(p[0].d[i], b[0].d);
+    EXPECT_EQ(p[0].d[4 + i], b[1].d);
+    EXPECT_EQ(p[1].d[4 + i], 0.0f);
+  }
+  EXPECT_EQ(p[0].dsum[0], b[0].dsum_all);
+  EXPECT_EQ(p[0].dsum[4], b[1].dsum_all);
+  EXPECT_EQ(p[1].dsum[0], b[2].dsum_all);
+  for (int i : {1, 2, 3, 5, 6, 7}) EXPECT_EQ(p[0].dsum[i], 0.0f);
+  EXPECT_EQ(p[1].dsum[4], 0.0f);
+}
+
 // What quantizing the activations to 8 bits costs, against f32 activations on the same (dequantized) weights:
 // measured 0.44-0.45% relative RMS for every type (printed; with these outlier-free activations one scale per 256
 // costs the K-quants nothing measurable — real models' logits are compared in gguf_llama_cpp_test.cc), bounded at

@@ -49,6 +49,26 @@ static_assert(sizeof(QBlockK) == 292);
 /// Whether weights of `wt` take QBlockK activations (the K-quants) rather than QBlock8.
 inline bool uses_kblocks(DType wt) { return dtype_block_size(wt) == 256; }
 
+/// Two consecutive QBlock8 of a row, A = group 2p and B = group 2p + 1 (B all zeros past the end of an odd row),
+/// laid out for the SIMD GEMV of the 4/5-bit 32-element types (q4_0, q4_1, q5_0, q5_1). Their weight blocks store
+/// elements 0-15 of a group as low nibbles and 16-31 as high ones, so the GEMV decodes the two groups together into
+/// one vector of low nibbles (A's, then B's) and one of high nibbles and multiplies them with q[0..31] and q[32..63];
+/// the 32-bit sums land in the low 128-bit lane for A and the high lane for B, which d and dsum match lane by lane.
+/// Per pair that is half the conversions, scale products and FMAs of decoding the groups one by one.
+struct QPair8 {
+  int8_t q[64];  ///< A.q[0..15], B.q[0..15], A.q[16..31], B.q[16..31]
+  float d[8];    ///< A.d four times, then B.d four times
+  float dsum[8];  ///< A.dsum_all, 0, 0, 0, B.dsum_all, 0, 0, 0 (one lane per group: its four lanes are summed)
+};
+static_assert(sizeof(QPair8) == 128);
+
+/// Whether the SIMD GEMV takes weights of `wt` with activations as QPair8 (rather than QBlock8).
+inline bool uses_pairs(DType wt) {
+  return wt == DType::Q4_0 || wt == DType::Q4_1 || wt == DType::Q5_0 || wt == DType::Q5_1;
+}
+/// Rows of `groups` QBlock8 (K / 32) -> ceil(groups / 2) QPair8.
+void pair_x(const QBlock8* x, int64_t groups, QPair8* out);
+
 /// The tile of activation rows served per pass over the weights: each weight row is read from memory once per
 /// tile, the tile's activation blocks stay in L2. Prefill runs here rather than through the f32 GEMM on dequantized
 /// weight panels, which measured slower (TinyLlama-shaped q8_0 / q4_k weights, 2 threads, 64-token prefill: 74 /
@@ -60,11 +80,15 @@ struct QuantKernels {
   void (*quantize_x)(const float* x, int64_t K, QBlock8* out);
   void (*quantize_x_k)(const float* x, int64_t K, QBlockK* out);
   /// y[m · ldy + n] = Σ_k w[n, k] · x_m[k] (+ bias[n]) for n in [n0, n1) and m < M (M ≤ max_rows), where w holds rows of
-  /// dtype wt and x_m is row m of xq: K / 32 QBlock8 or, for the K-quants, K / 256 QBlockK, rows back to back.
+  /// dtype wt and x_m is row m of xq: K / 32 QBlock8 (or QPair8, see `pairs`) or, for the K-quants, K / 256 QBlockK,
+  /// rows back to back.
   void (*gemv)(DType wt, const void* w, int64_t K, const void* xq, int M, const float* bias, float* y, int64_t ldy,
                int64_t n0, int64_t n1);
   /// Activation rows one gemv call serves per decoded weight group: 4 (scalar, AVX2) or 8 (AVX-512, 32 registers).
   int max_rows;
+  /// Whether gemv takes the activations of uses_pairs() types as QPair8 rows (ceil(K / 64) pairs each; the SIMD
+  /// kernels) rather than QBlock8 (the scalar one).
+  bool pairs;
 };
 
 const QuantKernels& quant_kernels(Isa isa);

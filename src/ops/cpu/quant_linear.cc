@@ -169,10 +169,23 @@ void qgemv(DType wt, const void* w, int64_t K, const void* xq, int M, const floa
 
 }  // namespace scalar
 
+void pair_x(const QBlock8* x, int64_t groups, QPair8* out) {
+  static constexpr QBlock8 kZero{};
+  for (int64_t p = 0; p < (groups + 1) / 2; ++p) {
+    const QBlock8& a = x[2 * p];
+    const QBlock8& b = 2 * p + 1 < groups ? x[2 * p + 1] : kZero;
+    QPair8& o = out[p];
+    std::memcpy(o.q, a.q, 16), std::memcpy(o.q + 16, b.q, 16);
+    std::memcpy(o.q + 32, a.q + 16, 16), std::memcpy(o.q + 48, b.q + 16, 16);
+    for (int i = 0; i < 4; ++i) o.d[i] = a.d, o.d[4 + i] = b.d, o.dsum[i] = o.dsum[4 + i] = 0.0f;
+    o.dsum[0] = a.dsum_all, o.dsum[4] = b.dsum_all;
+  }
+}
+
 const QuantKernels& quant_kernels(Isa isa) {
-  static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::quantize_x_k, scalar::qgemv, 4};
-  static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::quantize_x_k, avx2::qgemv, 4};
-  static const QuantKernels avx512_kernels{avx2::quantize_x, avx2::quantize_x_k, avx512::qgemv, 8};
+  static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::quantize_x_k, scalar::qgemv, 4, false};
+  static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::quantize_x_k, avx2::qgemv, 4, true};
+  static const QuantKernels avx512_kernels{avx2::quantize_x, avx2::quantize_x_k, avx512::qgemv, 8, true};
   return isa >= Isa::AVX512 ? avx512_kernels : isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
 }
 
@@ -192,6 +205,17 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
     }
   });
   if (allow_gemm && use_quant_gemm(isa, wt, M)) return quant_gemm(isa, wt, w, N, K, M, xq.data(), row_size, bias, y);
+  const uint8_t* xrows = xq.data();
+  std::size_t xrow_size = row_size;
+  std::vector<uint8_t> xp;
+  if (kern.pairs && uses_pairs(wt)) {
+    xrow_size = static_cast<std::size_t>((K / 32 + 1) / 2) * sizeof(QPair8);
+    xp.resize(static_cast<std::size_t>(M) * xrow_size);
+    for (int64_t m = 0; m < M; ++m)
+      pair_x(reinterpret_cast<const QBlock8*>(xq.data() + static_cast<std::size_t>(m) * row_size), K / 32,
+             reinterpret_cast<QPair8*>(xp.data() + static_cast<std::size_t>(m) * xrow_size));
+    xrows = xp.data();
+  }
   // Activation rows go in tiles of kQuantRowTile (their blocks stay in L2 while every weight row streams past);
   // weight rows in groups of 8, chunks of at least ~64 KiB of weights; within a group each activation row of the
   // tile is served, max_rows (4 or 8) at a time, while the weight rows are in L1/L2.
@@ -204,7 +228,7 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t n0 = g * kGroup, n1 = std::min(n0 + kGroup, N);
         for (int64_t m = t0; m < t1; m += kern.max_rows)
-          kern.gemv(wt, w, K, xq.data() + static_cast<std::size_t>(m) * row_size,
+          kern.gemv(wt, w, K, xrows + static_cast<std::size_t>(m) * xrow_size,
                     static_cast<int>(std::min<int64_t>(kern.max_rows, t1 - m)), bias, y + m * N, N, n0, n1);
       }
     });

@@ -4,9 +4,9 @@
 // standard-library templates are instantiated, so no AVX-512 code can be shared with (and picked by the linker
 // for) translation units built for plain AVX2.
 //
-// Per 32-element weight group the row loops below unpack the levels into 32 unsigned bytes (for q8_0: their
-// magnitudes, the signs moving onto x with vpsignb) and call step(), which does the integer dot product against
-// each activation row's block and accumulates d_x · a · dot in a vector and d_x · c · Σx_q in a scalar.
+// The row loops unpack weight levels into unsigned bytes (for q8_0: their magnitudes, the signs moving onto x with
+// vpsignb) and do integer dot products against each activation row's blocks, converting to float once per group
+// (q8_0), per two groups (q4_0, q4_1, q5_0, q5_1 against QPair8 activations) or per 256-element block (K-quants).
 //
 // One call serves up to FERRY_QUANT_MAX_ROWS activation rows per decoded weight group: 4 with AVX2's 16 vector
 // registers (2 × 4 accumulators plus the decoded group and temporaries), 8 with AVX-512's 32 (the same 256-bit
@@ -44,36 +44,6 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Two independent sets of accumulators (S = 0, 1), used by alternate groups: one chain of dependent FMAs would
-// make the loop wait on their latency rather than on memory.
-template <int M>
-struct Acc {
-  __m256 v[2][M];
-  float c[2][M];
-};
-
-// One 32-element weight group against the M activation blocks x[0], x[groups], ...: wq the unsigned levels (or
-// magnitudes, kSigned, with wsign carrying the signs), a0/a1 and c0/c1 the scales and offsets of its two halves.
-template <int M, bool kSigned, bool kTwoScales, int S>
-inline void step(__m256i wq, __m256i wsign, float a0, float a1, float c0, float c1, const QBlock8* x, int64_t groups,
-                 Acc<M>& acc) {
-  FERRY_QUANT_UNROLL
-  for (int m = 0; m < M; ++m) {
-    const QBlock8& b = x[m * groups];
-    __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
-    if constexpr (kSigned) xv = _mm256_sign_epi8(xv, wsign);
-    const __m256 dot = _mm256_cvtepi32_ps(dot_u8s8(wq, xv));
-    if constexpr (kTwoScales) {
-      const __m256 scale = _mm256_mul_ps(_mm256_setr_ps(a0, a0, a0, a0, a1, a1, a1, a1), _mm256_set1_ps(b.d));
-      acc.v[S][m] = _mm256_fmadd_ps(dot, scale, acc.v[S][m]);
-      acc.c[S][m] += c0 * b.dsum[0] + c1 * b.dsum[1];
-    } else {
-      acc.v[S][m] = _mm256_fmadd_ps(dot, _mm256_set1_ps(a0 * b.d), acc.v[S][m]);
-      if constexpr (!kSigned) acc.c[S][m] += c0 * b.dsum_all;
-    }
-  }
-}
-
 // Software prefetch of the weight stream, this many bytes ahead of the block being decoded. The loops spend many
 // instructions per byte loaded (~70 per 144-byte q4_k block), so the out-of-order window holds too few of their loads
 // for one core to keep enough misses in flight: on Zen 2 (AVX2), one thread streamed 10 GB/s through the q4_k GEMV
@@ -88,68 +58,178 @@ inline void prefetch_block(const uint8_t* b) {
     _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchAhead + off, _MM_HINT_T0);
 }
 
-// The group loops of the 32-element types: decode(b, wq, wsign, a, c) unpacks one block; groups go in pairs onto
-// the two accumulator sets.
-template <int M, bool kSigned, int kBlockBytes, class Decode>
-inline void row_32(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc, const Decode& decode) {
-  int64_t g = 0;
-  __m256i wq, ws{};
-  float a, c;
-  for (; g + 2 <= groups; g += 2) {
-    prefetch_block<2 * kBlockBytes>(row + kBlockBytes * g);
-    decode(row + kBlockBytes * g, wq, ws, a, c);
-    step<M, kSigned, false, 0>(wq, ws, a, a, c, c, x + g, groups, acc);
-    decode(row + kBlockBytes * (g + 1), wq, ws, a, c);
-    step<M, kSigned, false, 1>(wq, ws, a, a, c, c, x + g + 1, groups, acc);
-  }
-  if (g < groups) {
-    decode(row + kBlockBytes * g, wq, ws, a, c);
-    step<M, kSigned, false, 0>(wq, ws, a, a, c, c, x + g, groups, acc);
+// ---- Q8_0 against QBlock8 activations -----------------------------------------------------------------------
+
+// Two independent sets of accumulators (S = 0, 1), used by alternate groups: one chain of dependent FMAs would
+// make the loop wait on their latency rather than on memory.
+template <int M>
+struct Acc {
+  __m256 v[2][M];
+};
+
+// One group: the magnitudes of its int8 levels (unsigned bytes) times x with the levels' signs moved onto it
+// (vpsignb), scaled by a · d_x.
+template <int M, int S>
+inline void step_q8(__m256i wabs, __m256i wsign, float a, const QBlock8* x, int64_t groups, Acc<M>& acc) {
+  FERRY_QUANT_UNROLL
+  for (int m = 0; m < M; ++m) {
+    const QBlock8& b = x[m * groups];
+    const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q)), wsign);
+    acc.v[S][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(wabs, xv)), _mm256_set1_ps(a * b.d), acc.v[S][m]);
   }
 }
 
 template <int M>
 void row_q8_0(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
-  row_32<M, true, 34>(row, groups, x, acc, [](const uint8_t* b, __m256i& wq, __m256i& ws, float& a, float& c) {
-    ws = load32(b + 2);
-    wq = _mm256_abs_epi8(ws);
-    a = f16_at(b), c = 0.0f;
+  constexpr int kBlockBytes = 34;
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    const uint8_t* b = row + kBlockBytes * g;
+    prefetch_block<2 * kBlockBytes>(b);
+    const __m256i s0 = load32(b + 2), s1 = load32(b + kBlockBytes + 2);
+    step_q8<M, 0>(_mm256_abs_epi8(s0), s0, f16_at(b), x + g, groups, acc);
+    step_q8<M, 1>(_mm256_abs_epi8(s1), s1, f16_at(b + kBlockBytes), x + g + 1, groups, acc);
+  }
+  if (g < groups) {
+    const uint8_t* b = row + kBlockBytes * g;
+    const __m256i s0 = load32(b + 2);
+    step_q8<M, 0>(_mm256_abs_epi8(s0), s0, f16_at(b), x + g, groups, acc);
+  }
+}
+
+// ---- The 4/5-bit 32-element types against QPair8 activations: two groups per step -------------------------------
+
+// Accumulators as for q8_0 (Acc), the offsets c · d_x · Σx_q folded into the same vectors.
+template <int M>
+using AccP = Acc<M>;
+
+// Weight groups A and B (blocks bA, bB) decoded together: lo = A's 16 low nibbles then B's (elements 0-15 of each),
+// hi = their high nibbles (elements 16-31); a and c hold the scales and offsets lane by lane (A's in the low 128-bit
+// lane, B's in the high one).
+struct Pair {
+  __m256i lo, hi;
+  __m256 a, c;
+};
+
+inline void unpack_pair_nibbles(const uint8_t* qa, const uint8_t* qb, Pair& p) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qa))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb)), 1);
+  p.lo = _mm256_and_si256(v, m4);
+  p.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+}
+
+// The two f16 at the start of each block (d, and for q4_1 / q5_1 the min m) as [d_A ×4, d_B ×4] and [m_A ×4, m_B ×4].
+template <bool kMin>
+inline void unpack_pair_scales(const uint8_t* ba, const uint8_t* bb, Pair& p) {
+  uint32_t ua, ub;
+  std::memcpy(&ua, ba, 4), std::memcpy(&ub, bb, 4);
+  const __m256 f = _mm256_castps128_ps256(
+      _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(ua)), static_cast<int>(ub), 1)));
+  p.a = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+  if constexpr (kMin) p.c = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+}
+
+// The fifth bits of q5 levels (32 bits per block, bit i for element i) ORed in as 0x10.
+inline void add_pair_fifth_bits(const uint8_t* qha, const uint8_t* qhb, Pair& p) {
+  uint32_t ha, hb;
+  std::memcpy(&ha, qha, 4), std::memcpy(&hb, qhb, 4);
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128(static_cast<int>(ha))),
+                                            _mm_cvtsi32_si128(static_cast<int>(hb)), 1);
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL), b5 = _mm256_set1_epi8(0x10);
+  // Bytes 0-1 of each lane's qh hold the bits of elements 0-15 (lo), bytes 2-3 those of 16-31 (hi).
+  const __m256i sel_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1,
+                                          1, 1, 1, 1, 1, 1);
+  const __m256i sel_hi = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                          3, 3, 3, 3, 3, 3);
+  const __m256i l = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_lo), bit);
+  const __m256i u = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_hi), bit);
+  p.lo = _mm256_or_si256(p.lo, _mm256_and_si256(_mm256_cmpeq_epi8(l, bit), b5));
+  p.hi = _mm256_or_si256(p.hi, _mm256_and_si256(_mm256_cmpeq_epi8(u, bit), b5));
+}
+
+// Σ lo·x[0..31] + hi·x[32..63] in int32 lanes (lanes 0-3 sum to A's dot product, 4-7 to B's). The two vpmaddubsw
+// results are added in int16 before widening: each pair sum is at most 2 · 31 · 128 = 7936, two of them 15872.
+inline __m256i dot_pair(const Pair& p, const QPair8& x) {
+  const __m256i xl = load32(reinterpret_cast<const uint8_t*>(x.q)), xh = load32(reinterpret_cast<const uint8_t*>(x.q) + 32);
+#if FERRY_QUANT_VNNI
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), p.lo, xl), p.hi, xh);
+#else
+  return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(p.lo, xl), _mm256_maddubs_epi16(p.hi, xh)),
+                           _mm256_set1_epi16(1));
+#endif
+}
+
+template <int M, int S>
+inline void step_pair(const Pair& p, const QPair8* x, int64_t pairs, AccP<M>& acc) {
+  FERRY_QUANT_UNROLL
+  for (int m = 0; m < M; ++m) {
+    const QPair8& b = x[m * pairs];
+    const __m256 scale = _mm256_mul_ps(p.a, _mm256_loadu_ps(b.d));
+    const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_pair(p, b)), scale, acc.v[S][m]);
+    acc.v[S][m] = _mm256_fmadd_ps(p.c, _mm256_loadu_ps(b.dsum), v);
+  }
+}
+
+// Past the end of a row with an odd number of groups, B is this all-zero block (scale 0; its activations are zero
+// too).
+alignas(64) constexpr uint8_t kZeroBlock[32] = {};
+
+// The pair loop: decode(bA, bB, pair) unpacks two blocks of kBlockBytes; pairs go alternately onto the two
+// accumulator sets.
+template <int M, int kBlockBytes, class Decode>
+inline void row_pairs(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc, const Decode& decode) {
+  const int64_t pairs = (groups + 1) / 2;
+  Pair p;
+  int64_t i = 0;
+  for (; i + 2 <= groups / 2; i += 2) {
+    const uint8_t* b = row + 2 * kBlockBytes * i;
+    prefetch_block<4 * kBlockBytes>(b);
+    decode(b, b + kBlockBytes, p);
+    step_pair<M, 0>(p, x + i, pairs, acc);
+    decode(b + 2 * kBlockBytes, b + 3 * kBlockBytes, p);
+    step_pair<M, 1>(p, x + i + 1, pairs, acc);
+  }
+  for (; i < pairs; ++i) {
+    const uint8_t* b = row + 2 * kBlockBytes * i;
+    decode(b, 2 * i + 1 < groups ? b + kBlockBytes : kZeroBlock, p);
+    step_pair<M, 0>(p, x + i, pairs, acc);
+  }
+}
+
+template <int M>
+void row_q4_0(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+  row_pairs<M, 18>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
+    unpack_pair_nibbles(a + 2, b + 2, p);
+    unpack_pair_scales<false>(a, b, p);
+    p.c = _mm256_mul_ps(p.a, _mm256_set1_ps(-8.0f));
   });
 }
 
 template <int M>
-void row_q4_0(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
-  row_32<M, false, 18>(row, groups, x, acc, [](const uint8_t* b, __m256i& wq, __m256i&, float& a, float& c) {
-    wq = nibbles16(b + 2);
-    a = f16_at(b), c = -8.0f * a;
+void row_q4_1(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+  row_pairs<M, 20>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
+    unpack_pair_nibbles(a + 4, b + 4, p);
+    unpack_pair_scales<true>(a, b, p);
   });
 }
 
 template <int M>
-void row_q4_1(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
-  row_32<M, false, 20>(row, groups, x, acc, [](const uint8_t* b, __m256i& wq, __m256i&, float& a, float& c) {
-    wq = nibbles16(b + 4);
-    a = f16_at(b), c = f16_at(b + 2);
+void row_q5_0(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+  row_pairs<M, 22>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
+    unpack_pair_nibbles(a + 6, b + 6, p);
+    add_pair_fifth_bits(a + 2, b + 2, p);
+    unpack_pair_scales<false>(a, b, p);
+    p.c = _mm256_mul_ps(p.a, _mm256_set1_ps(-16.0f));
   });
 }
 
 template <int M>
-void row_q5_0(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
-  row_32<M, false, 22>(row, groups, x, acc, [](const uint8_t* b, __m256i& wq, __m256i&, float& a, float& c) {
-    uint32_t qh;
-    std::memcpy(&qh, b + 2, 4);
-    wq = _mm256_or_si256(nibbles16(b + 6), fifth_bits(qh));
-    a = f16_at(b), c = -16.0f * a;
-  });
-}
-
-template <int M>
-void row_q5_1(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc) {
-  row_32<M, false, 24>(row, groups, x, acc, [](const uint8_t* b, __m256i& wq, __m256i&, float& a, float& c) {
-    uint32_t qh;
-    std::memcpy(&qh, b + 4, 4);
-    wq = _mm256_or_si256(nibbles16(b + 8), fifth_bits(qh));
-    a = f16_at(b), c = f16_at(b + 2);
+void row_q5_1(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+  row_pairs<M, 24>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
+    unpack_pair_nibbles(a + 8, b + 8, p);
+    add_pair_fifth_bits(a + 4, b + 4, p);
+    unpack_pair_scales<true>(a, b, p);
   });
 }
 
@@ -293,6 +373,7 @@ void rows(DType wt, const void* w, int64_t K, const void* xq, const float* bias,
   const std::size_t row_bytes = dtype_nbytes(wt, K);
   const auto* x8 = static_cast<const QBlock8*>(xq);
   const auto* xk = static_cast<const QBlockK*>(xq);
+  const auto* xp = static_cast<const QPair8*>(xq);
   for (int64_t n = n0; n < n1; ++n) {
     const auto* row = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(n) * row_bytes;
     float out[M];
@@ -303,19 +384,22 @@ void rows(DType wt, const void* w, int64_t K, const void* xq, const float* bias,
       else if (wt == DType::Q5_K) row_qk<M, true>(row, groups / 8, xk, acc);
       else row_q6_k<M>(row, groups / 8, xk, acc);
       for (int m = 0; m < M; ++m) out[m] = hsum8(acc.v[m]);
+    } else if (uses_pairs(wt)) {
+      AccP<M> acc;
+      for (int s = 0; s < 2; ++s)
+        for (int m = 0; m < M; ++m) acc.v[s][m] = _mm256_setzero_ps();
+      if (wt == DType::Q4_0) row_q4_0<M>(row, groups, xp, acc);
+      else if (wt == DType::Q4_1) row_q4_1<M>(row, groups, xp, acc);
+      else if (wt == DType::Q5_0) row_q5_0<M>(row, groups, xp, acc);
+      else row_q5_1<M>(row, groups, xp, acc);
+      for (int m = 0; m < M; ++m) out[m] = hsum8(_mm256_add_ps(acc.v[0][m], acc.v[1][m]));
     } else {
+      if (wt != DType::Q8_0) return;
       Acc<M> acc;
       for (int s = 0; s < 2; ++s)
-        for (int m = 0; m < M; ++m) acc.v[s][m] = _mm256_setzero_ps(), acc.c[s][m] = 0.0f;
-      switch (wt) {
-        case DType::Q8_0: row_q8_0<M>(row, groups, x8, acc); break;
-        case DType::Q4_0: row_q4_0<M>(row, groups, x8, acc); break;
-        case DType::Q4_1: row_q4_1<M>(row, groups, x8, acc); break;
-        case DType::Q5_0: row_q5_0<M>(row, groups, x8, acc); break;
-        case DType::Q5_1: row_q5_1<M>(row, groups, x8, acc); break;
-        default: return;
-      }
-      for (int m = 0; m < M; ++m) out[m] = hsum8(_mm256_add_ps(acc.v[0][m], acc.v[1][m])) + (acc.c[0][m] + acc.c[1][m]);
+        for (int m = 0; m < M; ++m) acc.v[s][m] = _mm256_setzero_ps();
+      row_q8_0<M>(row, groups, x8, acc);
+      for (int m = 0; m < M; ++m) out[m] = hsum8(_mm256_add_ps(acc.v[0][m], acc.v[1][m]));
     }
     for (int m = 0; m < M; ++m) y[m * ldy + n] = bias ? out[m] + bias[n] : out[m];
   }
