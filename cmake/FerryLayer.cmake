@@ -1,12 +1,16 @@
 # ferry_layer(NAME DIR DEPS...) makes the static library ferry_<NAME> from every .cc below src/<DIR>.
 # Files named *_avx2.cc are the AVX2/FMA/F16C translation units, *_avx512.cc the AVX-512 (F/BW/VL/DQ/VNNI) ones
 # and *_avx512bf16.cc those that also use AVX512_BF16: only they get those flags, and code reaches
-# them through run-time dispatch (include/ferry/core/cpu_features.h), so one binary runs on any x86-64.
-# Files below a cuda/ folder are built only with the CUDA backend.
+# them through run-time dispatch (include/ferry/core/cpu_features.h), so one binary runs on any x86-64; other
+# CPUs build without them (FerryOptions.cmake, FERRY_X86_KERNELS). Files below a cuda/ folder are built only with
+# the CUDA backend.
 function(ferry_layer NAME DIR)
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/*.cc)
   file(GLOB_RECURSE cuda_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/*.cu)
   list(FILTER srcs EXCLUDE REGEX "/cuda/")
+  if(NOT FERRY_X86_KERNELS)
+    list(FILTER srcs EXCLUDE REGEX "_avx(2|512|512bf16)\\.cc$")
+  endif()
   if(FERRY_LAYER_EXCLUDE)  # files another target builds (regex on the path)
     list(FILTER srcs EXCLUDE REGEX "${FERRY_LAYER_EXCLUDE}")
   endif()

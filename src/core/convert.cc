@@ -241,24 +241,30 @@ void store_double(const double* in, DType t, std::size_t n, void* dst, bool satu
 void convert_chunk(const uint8_t* src, DType st, uint8_t* dst, DType dt, std::size_t n, bool saturate) {
   constexpr std::size_t kChunk = 1024;
   const std::size_t ss = dtype_size(st), ds = dtype_size(dt);
-  const bool avx2 = cpu_isa() >= Isa::AVX2;
   // Fast paths.
+#if FERRY_X86_KERNELS
+  if (cpu_isa() >= Isa::AVX2) {
+    if (st == DType::F16 && dt == DType::F32)
+      return detail::f16_to_f32_avx2(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), n);
+    if (st == DType::F32 && dt == DType::F16)
+      return detail::f32_to_f16_avx2(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), n);
+    if (st == DType::BF16 && dt == DType::F32)
+      return detail::bf16_to_f32_avx2(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), n);
+    if (st == DType::F32 && dt == DType::BF16)
+      return detail::f32_to_bf16_avx2(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), n);
+  }
+#endif
   if (st == DType::F16 && dt == DType::F32) {
-    if (avx2) return detail::f16_to_f32_avx2(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), n);
     const auto& tab = f16_table();
     for (std::size_t i = 0; i < n; ++i) reinterpret_cast<float*>(dst)[i] = tab[reinterpret_cast<const uint16_t*>(src)[i]];
     return;
   }
-  if (st == DType::F32 && dt == DType::F16 && avx2)
-    return detail::f32_to_f16_avx2(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), n);
   if (st == DType::BF16 && dt == DType::F32) {
-    if (avx2) return detail::bf16_to_f32_avx2(reinterpret_cast<const uint16_t*>(src), reinterpret_cast<float*>(dst), n);
     for (std::size_t i = 0; i < n; ++i)
       reinterpret_cast<float*>(dst)[i] = bf16_to_f32(reinterpret_cast<const uint16_t*>(src)[i]);
     return;
   }
   if (st == DType::F32 && dt == DType::BF16) {
-    if (avx2) return detail::f32_to_bf16_avx2(reinterpret_cast<const float*>(src), reinterpret_cast<uint16_t*>(dst), n);
     for (std::size_t i = 0; i < n; ++i)
       reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(reinterpret_cast<const float*>(src)[i]);
     return;

@@ -95,8 +95,12 @@ TEST(Topk, SortedDescendingWithStableTies) {
 std::vector<float> convert_all(DType t, const void* src, int64_t n, Isa isa, int64_t offset = 0) {
   std::vector<float> out(static_cast<std::size_t>(n));
   const auto* p = static_cast<const char*>(src) + offset * static_cast<int64_t>(dtype_size(t));
-  if (isa >= Isa::AVX2) cpu::to_f32_avx2(t, p, out.data(), n);
-  else cpu::to_f32_scalar(t, p, out.data(), n);
+#if FERRY_X86_KERNELS
+  if (isa >= Isa::AVX2) return cpu::to_f32_avx2(t, p, out.data(), n), out;
+#else
+  (void)isa;
+#endif
+  cpu::to_f32_scalar(t, p, out.data(), n);
   return out;
 }
 

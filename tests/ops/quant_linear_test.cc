@@ -168,6 +168,7 @@ TEST(QuantLinear, ManyRowsAreServedInTilesLikeOneRowAtATime) {
   }
 }
 
+#if FERRY_X86_KERNELS
 TEST(QuantLinear, SimdActivationQuantizationIsBitIdenticalToScalar) {
   if (!cpu_supports(Isa::AVX2)) GTEST_SKIP() << "no AVX2";
   auto xv = optest::random_floats(32 * 64, 4, -3.0f, 3.0f);
@@ -192,6 +193,7 @@ TEST(QuantLinear, SimdActivationQuantizationIsBitIdenticalToScalar) {
     for (int i = 0; i < 256; ++i) ASSERT_EQ(ka[g].q[i], kb[g].q[i]) << g << " " << i;
   }
 }
+#endif
 
 TEST(QuantLinear, EmbeddingDequantizesRowsExactly) {
   const QuantWeight w = make_weight(DType::Q6_K, 10, 256, 3);

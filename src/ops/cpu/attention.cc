@@ -36,7 +36,13 @@ void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, cons
 
 }  // namespace scalar
 
-AttendFn attend_kernel(Isa isa) { return isa >= Isa::AVX2 ? avx2::attend : scalar::attend; }
+AttendFn attend_kernel(Isa isa) {
+#if FERRY_X86_KERNELS
+  if (isa >= Isa::AVX2) return avx2::attend;
+#endif
+  (void)isa;
+  return scalar::attend;
+}
 
 }  // namespace cpu
 

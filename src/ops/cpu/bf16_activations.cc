@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "check.h"
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/thread_pool.h"
 #include "linear_kernels.h"
@@ -13,6 +14,10 @@ namespace ferry::ops::cpu {
 bool use_bf16_kernels(Isa isa, DType wt) { return wt == DType::BF16 && isa >= Isa::AVX512 && cpu_has_avx512_bf16(); }
 
 const uint16_t* bf16_activations(const float* x, int64_t M, int64_t K) {
+#if !FERRY_X86_KERNELS
+  (void)x, (void)M, (void)K;
+  fail("ops::linear", "bf16 activations feed the AVX-512 BF16 kernels only (use_bf16_kernels says when)");
+#else
   thread_local std::vector<uint16_t> buf;
   buf.resize(static_cast<std::size_t>(M * K));
   uint16_t* out = buf.data();
@@ -21,6 +26,7 @@ const uint16_t* bf16_activations(const float* x, int64_t M, int64_t K) {
     avx512bf16::round_to_bf16(x + m0 * K, (m1 - m0) * K, out + m0 * K);
   });
   return out;
+#endif
 }
 
 void pack_small_batch_x(const uint16_t* xb, int64_t M, int64_t K, int64_t t0, int64_t t1, uint16_t* dst) {

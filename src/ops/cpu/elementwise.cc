@@ -34,9 +34,13 @@ void scale(const float* x, float s, float* y, int64_t n) {
 const ElementwiseKernels& elementwise_kernels(Isa isa) {
   static const ElementwiseKernels s{scalar::add,       scalar::mul,  scalar::scale,   scalar::silu, scalar::gelu,
                                     scalar::gelu_tanh, scalar::relu, scalar::silu_mul};
+#if FERRY_X86_KERNELS
   static const ElementwiseKernels v{avx2::add,       avx2::mul,  avx2::scale,   avx2::silu, avx2::gelu,
                                     avx2::gelu_tanh, avx2::relu, avx2::silu_mul};
-  return isa >= Isa::AVX2 ? v : s;
+  if (isa >= Isa::AVX2) return v;
+#endif
+  (void)isa;
+  return s;
 }
 
 void parallel_elements(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {

@@ -37,7 +37,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   shape.push_back(D);
   Tensor out = Tensor::empty(shape, DType::F32, weight.device());
   if (n == 0 || D == 0) return out;
+#if FERRY_X86_KERNELS
   const auto to_f32 = cpu_isa() >= Isa::AVX2 ? cpu::to_f32_avx2 : cpu::to_f32_scalar;
+#else
+  const auto to_f32 = cpu::to_f32_scalar;
+#endif
   const DType wt = weight.dtype();
   const std::size_t row_bytes = dtype_nbytes(wt, D);
   const auto* wp = static_cast<const char*>(weight.raw_data());

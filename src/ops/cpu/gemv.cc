@@ -38,12 +38,14 @@ void gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, const float* x
   constexpr int64_t kGroup = 8;
   const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(wt)));
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
+#if FERRY_X86_KERNELS
   if (use_bf16_kernels(isa, wt)) {
     const uint16_t* xb = bf16_activations(x, 1, K);
     return parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
       avx512bf16::gemv(w, K, xb, bias, y, g0 * kGroup, std::min(g1 * kGroup, N));
     });
   }
+#endif
   parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
     kern.gemv(wt, w, K, x, bias, y, g0 * kGroup, std::min(g1 * kGroup, N));
   });

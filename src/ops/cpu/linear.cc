@@ -29,11 +29,15 @@ namespace cpu {
 
 const LinearKernels& linear_kernels(Isa isa) {
   static const LinearKernels scalar_kernels{scalar::gemv, scalar::micro, scalar::pack_panel, scalar::small_batch, 0};
+#if FERRY_X86_KERNELS
   static const LinearKernels avx2_kernels{avx2::gemv, avx2::micro, avx2::pack_panel, avx2::small_batch,
                                           avx2::kSmallBatchX};
   static const LinearKernels avx512_kernels{avx2::gemv, avx2::micro, avx2::pack_panel, avx512::small_batch,
                                             avx512::kSmallBatchX};
-  return isa >= Isa::AVX512 ? avx512_kernels : isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
+  if (isa >= Isa::AVX2) return isa >= Isa::AVX512 ? avx512_kernels : avx2_kernels;
+#endif
+  (void)isa;
+  return scalar_kernels;
 }
 
 }  // namespace cpu

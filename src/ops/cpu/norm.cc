@@ -41,8 +41,12 @@ void layer_norm(const float* x, const float* w, const float* b, float* y, int64_
 
 const NormKernels& norm_kernels(Isa isa) {
   static const NormKernels s{scalar::rms_norm, scalar::layer_norm, scalar::softmax};
+#if FERRY_X86_KERNELS
   static const NormKernels v{avx2::rms_norm, avx2::layer_norm, avx2::softmax};
-  return isa >= Isa::AVX2 ? v : s;
+  if (isa >= Isa::AVX2) return v;
+#endif
+  (void)isa;
+  return s;
 }
 
 }  // namespace cpu

@@ -76,6 +76,10 @@ struct Kernels {
 };
 
 const Kernels& kernels(Isa isa) {
+#if !FERRY_X86_KERNELS
+  (void)isa;
+  fail("ops::linear", "the quantized GEMM has x86 kernels only (use_quant_gemm says when to call it)");
+#else
   static const Kernels k512{kQgMR, kQgNR, avx512::qgemm_pack_w,
                             [](DType wt, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy,
                                int mr, int nr, bool accumulate, const float* bias) {
@@ -83,6 +87,7 @@ const Kernels& kernels(Isa isa) {
                             }};
   static const Kernels k2{kQg2MR, kQg2NR, avx2::qgemm_pack_w, avx2::qgemm_micro};
   return isa >= Isa::AVX512 ? k512 : k2;
+#endif
 }
 
 }  // namespace

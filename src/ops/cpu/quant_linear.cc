@@ -184,9 +184,13 @@ void pair_x(const QBlock8* x, int64_t groups, QPair8* out) {
 
 const QuantKernels& quant_kernels(Isa isa) {
   static const QuantKernels scalar_kernels{scalar::quantize_x, scalar::quantize_x_k, scalar::qgemv, 4, false};
+#if FERRY_X86_KERNELS
   static const QuantKernels avx2_kernels{avx2::quantize_x, avx2::quantize_x_k, avx2::qgemv, 4, true};
   static const QuantKernels avx512_kernels{avx2::quantize_x, avx2::quantize_x_k, avx512::qgemv, 8, true};
-  return isa >= Isa::AVX512 ? avx512_kernels : isa >= Isa::AVX2 ? avx2_kernels : scalar_kernels;
+  if (isa >= Isa::AVX2) return isa >= Isa::AVX512 ? avx512_kernels : avx2_kernels;
+#endif
+  (void)isa;
+  return scalar_kernels;
 }
 
 void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,

@@ -37,8 +37,12 @@ void interleaved(float* x, const float* cos2, const float* sin2, int64_t rotary_
 
 const RotaryKernels& rotary_kernels(Isa isa) {
   static const RotaryKernels s{scalar::rotate_half, scalar::interleaved};
+#if FERRY_X86_KERNELS
   static const RotaryKernels v{avx2::rotate_half, avx2::interleaved};
-  return isa >= Isa::AVX2 ? v : s;
+  if (isa >= Isa::AVX2) return v;
+#endif
+  (void)isa;
+  return s;
 }
 
 }  // namespace cpu

@@ -45,7 +45,11 @@ Tensor argmax(const Tensor& x) {
   const int64_t rows = x.numel() / V;
   const float* xp = x.data<float>();
   int64_t* op = out.data<int64_t>();
+#if FERRY_X86_KERNELS
   const auto kernel = cpu_isa() >= Isa::AVX2 ? cpu::avx2::argmax_row : cpu::scalar::argmax_row;
+#else
+  const auto kernel = cpu::scalar::argmax_row;
+#endif
   parallel_for(0, rows, std::max<int64_t>(1, 65536 / V), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) op[r] = kernel(xp + r * V, V);
   });

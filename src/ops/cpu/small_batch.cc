@@ -67,12 +67,14 @@ void small_batch(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t
   constexpr int64_t kGroup = 4;
   const int64_t row_bytes = std::max<int64_t>(1, K * static_cast<int64_t>(dtype_size(wt)));
   const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / (row_bytes * kGroup));
+#if FERRY_X86_KERNELS
   if (use_bf16_kernels(isa, wt)) {
     const uint16_t* xb = bf16_small_batch_activations(x, M, K);
     return parallel_for(0, (N + kGroup - 1) / kGroup, grain, [&](int64_t g0, int64_t g1) {
       avx512bf16::small_batch(w, K, xb, M, bias, y, N, g0 * kGroup, std::min(g1 * kGroup, N));
     });
   }
+#endif
   const float* xk = x;
   thread_local std::vector<float> arranged;
   if (wt == DType::BF16 && kern.bf16_x_block > 0 && K >= kern.bf16_x_block) {
