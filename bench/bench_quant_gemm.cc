@@ -74,9 +74,9 @@ void BM_QuantPrefill(benchmark::State& state, DType dtype, Isa isa) {
   state.counters["vs_tiles"] = t_tiles / t_gemm;
 }
 
-// M: around the crossovers (quant_gemm_min_rows: 8 / 16 / 32 / 48 / 64 by ISA and type) and a long prefill.
+// M: around the crossovers (quant_gemm_min_rows: 16 / 32 / 48 / 64 by ISA and type) and a long prefill.
 #define FERRY_QUANT_PREFILL(name, dt, isa)                                                                  \
-  BENCHMARK_CAPTURE(BM_QuantPrefill, name, dt, isa)->ArgName("M")->Arg(8)->Arg(16)->Arg(32)->Arg(48)->Arg(64) \
+  BENCHMARK_CAPTURE(BM_QuantPrefill, name, dt, isa)->ArgName("M")->Arg(8)->Arg(12)->Arg(16)->Arg(32)->Arg(48)->Arg(64) \
       ->Arg(512)->UseManualTime()->Unit(benchmark::kMillisecond)
 #define FERRY_QUANT_PREFILL_ISAS(name, dt)              \
   FERRY_QUANT_PREFILL(name/avx512, dt, Isa::AVX512); \

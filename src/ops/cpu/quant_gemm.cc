@@ -98,13 +98,13 @@ int64_t quant_gemm_min_rows(Isa isa, DType wt) {
     return uses_kblocks(wt) ? 32 : 16;
   }
   if (isa >= Isa::AVX2) {
-    // Measured (bench/bench_quant_gemm.cc, 2048 × 2048; figures in quant_gemm_avx2.cc): the GEMM wins from 8 rows
-    // for q4_0 / q4_1 / q5_0 / q5_1 (1.1-1.25x there), from 16 for q8_0 (two more instructions per vpmaddubsw: the
-    // sign move and an early vpmaddwd; 1.04-1.2x) and q4_k / q5_k (whose GEMV keeps a whole 256-element block in
-    // integers; 1.4-1.6x), from 48 for q6_k (16-element groups and the strongest GEMV; 1.1-1.3x at 48, a tie at 32).
-    if (wt == DType::Q6_K) return 48;
-    if (wt == DType::Q8_0 || uses_kblocks(wt)) return 16;
-    return 8;
+    // Measured on an AVX2-only CPU (Zen 2, 2 threads; bench/bench_quant_gemm.cc, 2048 × 2048, medians of 5; the
+    // GEMV tiles' time ÷ the GEMM's): q4_0 / q4_1 0.78 at 8 rows, 0.98 at 12, 1.11 at 16 (their GEMV decodes two
+    // groups per step, QPair8); q5_0 / q5_1 0.88-0.91, 1.08-1.12, 1.22-1.26; q8_0 0.89, 1.04, 1.14; q4_k / q5_k
+    // 1.01, 1.22, 1.36; q6_k (16-element groups, the strongest GEMV) 0.94 at 16, 1.15 at 32, 1.26 at 48.
+    if (wt == DType::Q6_K) return 32;
+    if (wt == DType::Q4_0 || wt == DType::Q4_1) return 16;
+    return 12;
   }
   return std::numeric_limits<int64_t>::max();  // no quantized GEMM without AVX2
 }

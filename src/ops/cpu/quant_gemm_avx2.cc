@@ -41,8 +41,9 @@
 //   q5_k     1.02   1.50   1.93   2.27   2.26   2.50    321 / 124
 //   q6_k     0.63   0.85   1.09   1.22   1.29   1.49    238 / 159
 // (another run: M = 8 for q4_0 / q4_1 / q5_0 / q5_1 1.12 / 1.17 / 1.18 / 1.25, one thread 1.1-1.5; q6_k one thread
-// 0.91-1.02 at 32, 1.07-1.11 at 48). So quant_gemm_min_rows takes the GEMM from 8 rows for q4_0 / q4_1 / q5_0 /
-// q5_1, from 16 for q8_0 / q4_k / q5_k and from 48 for q6_k. One thread at M = 512 (best of 25 alternating runs):
+// 0.91-1.02 at 32, 1.07-1.11 at 48). These were this code on Zen 4 (FERRY_ISA=avx2) and the GEMV of one group per
+// step; quant_gemm_min_rows now holds the crossovers measured on an AVX2-only Zen 2 against the paired q4/q5 GEMV
+// (quant_gemm.cc). One thread at M = 512 (best of 25 alternating runs):
 // these kernels 210-231 GOP/s for the 4- and 5-bit types, 161 for q6_k, 117 for q8_0; the AVX2 GEMV tiles 58-93,
 // 103, 67; the AVX-512 VNNI kernels 282-293, 222, 272.
 #include <immintrin.h>

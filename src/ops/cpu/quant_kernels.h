@@ -136,8 +136,8 @@ inline constexpr int64_t kQgMC = 512;   // activation rows per pass (each weight
 /// Rows of activations from which ops::linear takes the quantized GEMM on `isa` rather than the GEMV tiles (a
 /// number no M reaches without AVX2): the measured crossovers (bench/bench_quant_gemm.cc, 2048 × 2048).
 /// AVX-512: 16 for the 32-element types, 32 for q4_k / q5_k (whose GEMV keeps a whole 256-element block in
-/// integers), 64 for q6_k (16-element groups: twice the scale work). AVX2: 8 for q4_0 / q4_1 / q5_0 / q5_1, 16 for
-/// q8_0 / q4_k / q5_k, 48 for q6_k (quant_gemm.cc says why).
+/// integers), 64 for q6_k (16-element groups: twice the scale work). AVX2: 16 for q4_0 / q4_1, 12 for q5_0 / q5_1 /
+/// q8_0 / q4_k / q5_k, 32 for q6_k (quant_gemm.cc gives the figures).
 int64_t quant_gemm_min_rows(Isa isa, DType wt);
 
 /// The group size the GEMM uses for weights of `wt`: 32, or 16 for q6_k.
