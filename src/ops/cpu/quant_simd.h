@@ -113,8 +113,9 @@ struct Pair {
 
 inline void unpack_pair_nibbles(const uint8_t* qa, const uint8_t* qb, Pair& p) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qa))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb)), 1);
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qa));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb));
+  const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
   p.lo = _mm256_and_si256(v, m4);
   p.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 }
@@ -151,7 +152,8 @@ inline void add_pair_fifth_bits(const uint8_t* qha, const uint8_t* qhb, Pair& p)
 // Σ lo·x[0..31] + hi·x[32..63] in int32 lanes (lanes 0-3 sum to A's dot product, 4-7 to B's). The two vpmaddubsw
 // results are added in int16 before widening: each pair sum is at most 2 · 31 · 128 = 7936, two of them 15872.
 inline __m256i dot_pair(const Pair& p, const QPair8& x) {
-  const __m256i xl = load32(reinterpret_cast<const uint8_t*>(x.q)), xh = load32(reinterpret_cast<const uint8_t*>(x.q) + 32);
+  const auto* q = reinterpret_cast<const uint8_t*>(x.q);
+  const __m256i xl = load32(q), xh = load32(q + 32);
 #if FERRY_QUANT_VNNI
   return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), p.lo, xl), p.hi, xh);
 #else
@@ -295,10 +297,12 @@ void row_qk(const uint8_t* row, int64_t nsb, const QBlockK* x, AccK<M>& acc) {
       const __m256i v = load32(qs + 32 * p);
       __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
       if constexpr (kFive) {
-        const __m256i bl = _mm256_set1_epi8(static_cast<char>(1 << (2 * p)));
-        const __m256i bh = _mm256_set1_epi8(static_cast<char>(1 << (2 * p + 1)));
-        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), b5));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), b5));
+        // Bits 2p and 2p + 1 of each qh byte moved to bit 4 (0x10) by a 16-bit shift: within a byte for shifts of
+        // up to 4 left or 3 right, and what crosses into the neighbouring byte lands outside bit 4.
+        const __m256i l5 = p <= 2 ? _mm256_slli_epi16(qh, 4 - 2 * p) : _mm256_srli_epi16(qh, 2);
+        const __m256i h5 = p <= 1 ? _mm256_slli_epi16(qh, 3 - 2 * p) : _mm256_srli_epi16(qh, 2 * p - 3);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(l5, b5));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(h5, b5));
       }
       const __m256i s_a = _mm256_shuffle_epi8(sc16, pick16(2 * p, 2 * p));
       const __m256i s_b = _mm256_shuffle_epi8(sc16, pick16(2 * p + 1, 2 * p + 1));
