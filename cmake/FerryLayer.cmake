@@ -4,16 +4,37 @@
 # them through run-time dispatch (include/ferry/core/cpu_features.h), so one binary runs on any x86-64; other
 # CPUs build without them (FerryOptions.cmake, FERRY_X86_KERNELS). Files below a cuda/ folder are built only with
 # the CUDA backend.
+
+# ferry_isa_sources(LIST_VAR): gives the files of ${LIST_VAR} named *_avx2.cc, *_avx512.cc, *_avx512bf16.cc their ISA
+# flags on x86-64 and removes them from the list elsewhere (FERRY_X86_KERNELS off).
+function(ferry_isa_sources list_var)
+  set(srcs ${${list_var}})
+  if(NOT FERRY_X86_KERNELS)
+    list(FILTER srcs EXCLUDE REGEX "_avx(2|512|512bf16)\\.cc$")
+    set(${list_var} ${srcs} PARENT_SCOPE)
+    return()
+  endif()
+  foreach(f ${srcs})
+    if(f MATCHES "_avx2\\.cc$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    elseif(f MATCHES "_avx512\\.cc$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
+    elseif(f MATCHES "_avx512bf16\\.cc$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")
+    endif()
+  endforeach()
+endfunction()
+
 function(ferry_layer NAME DIR)
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/*.cc)
   file(GLOB_RECURSE cuda_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/*.cu)
   list(FILTER srcs EXCLUDE REGEX "/cuda/")
-  if(NOT FERRY_X86_KERNELS)
-    list(FILTER srcs EXCLUDE REGEX "_avx(2|512|512bf16)\\.cc$")
-  endif()
   if(FERRY_LAYER_EXCLUDE)  # files another target builds (regex on the path)
     list(FILTER srcs EXCLUDE REGEX "${FERRY_LAYER_EXCLUDE}")
   endif()
+  ferry_isa_sources(srcs)
   file(GLOB_RECURSE cuda_cc CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${DIR}/cuda/*.cc)
   if(FERRY_HAVE_CUDA)
     list(APPEND srcs ${cuda_srcs} ${cuda_cc})
@@ -30,17 +51,6 @@ function(ferry_layer NAME DIR)
                                                 $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
                                          PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(ferry_${NAME} PUBLIC ${ARGN} PRIVATE ferry_options)
-  foreach(f ${srcs})
-    if(f MATCHES "_avx2\\.cc$")
-      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
-    elseif(f MATCHES "_avx512\\.cc$")
-      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
-        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
-    elseif(f MATCHES "_avx512bf16\\.cc$")
-      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
-        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")
-    endif()
-  endforeach()
 endfunction()
 
 # ferry_test(LAYER DEPS...) makes one GoogleTest executable per layer from tests/<LAYER>/*_test.cc.
@@ -49,16 +59,7 @@ function(ferry_test LAYER)
   if(NOT srcs)
     return()
   endif()
-  # Test helpers named *_avx2.cc are built for AVX2 like the library's (and only on x86-64).
-  foreach(f ${srcs})
-    if(f MATCHES "_avx2\\.cc$")
-      if(FERRY_X86_KERNELS)
-        set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
-      else()
-        list(REMOVE_ITEM srcs ${f})
-      endif()
-    endif()
-  endforeach()
+  ferry_isa_sources(srcs)  # test helpers named like the library's ISA files are built the same way
   add_executable(ferry_${LAYER}_tests ${srcs})
   target_include_directories(ferry_${LAYER}_tests PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(ferry_${LAYER}_tests PRIVATE ${ARGN} ferry_test_support GTest::gtest_main GTest::gmock ferry_options)

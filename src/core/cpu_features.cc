@@ -15,7 +15,7 @@ namespace ferry {
 namespace {
 
 bool detect_avx2() noexcept {
-#if FERRY_X86_KERNELS  // x86-64 builds; elsewhere only the portable paths exist (FerryOptions.cmake)
+#if FERRY_X86_KERNELS
   __builtin_cpu_init();
   // F16C through cpuid: clang 14's __builtin_cpu_supports does not know "f16c". AVX2 and FMA come from the
   // builtin, which also checks that the OS saves the YMM registers.
@@ -28,7 +28,7 @@ bool detect_avx2() noexcept {
 }
 
 bool detect_avx512() noexcept {
-#if FERRY_X86_KERNELS  // x86-64 builds; elsewhere only the portable paths exist (FerryOptions.cmake)
+#if FERRY_X86_KERNELS
   __builtin_cpu_init();
   return detect_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
@@ -39,7 +39,7 @@ bool detect_avx512() noexcept {
 }
 
 bool detect_avx512_bf16() noexcept {
-#if FERRY_X86_KERNELS  // x86-64 builds; elsewhere only the portable paths exist (FerryOptions.cmake)
+#if FERRY_X86_KERNELS
   unsigned a = 0, b = 0, c = 0, d = 0;
   return detect_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 #else

@@ -196,30 +196,28 @@ const QuantKernels& quant_kernels(Isa isa) {
 void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias,
                 float* y, bool allow_gemm) {
   const auto& kern = quant_kernels(isa);
-  // Each activation row quantized once, in the layout the weight type takes.
-  const bool kblocks = uses_kblocks(wt);
+  const bool gemm = allow_gemm && use_quant_gemm(isa, wt, M);
+  // Each activation row quantized once, in the layout the weight type takes, and for the SIMD GEMV of q4_0 ... q5_1
+  // rearranged in pairs of groups by the same task.
+  const bool kblocks = uses_kblocks(wt), paired = !gemm && kern.pairs && uses_pairs(wt);
   const std::size_t row_size = kblocks ? static_cast<std::size_t>(K / 256) * sizeof(QBlockK)
                                        : static_cast<std::size_t>(K / 32) * sizeof(QBlock8);
+  const std::size_t pair_row_size = static_cast<std::size_t>((K / 32 + 1) / 2) * sizeof(QPair8);
   std::vector<uint8_t> xq(static_cast<std::size_t>(M) * row_size);
+  std::vector<uint8_t> xp(paired ? static_cast<std::size_t>(M) * pair_row_size : 0);
   parallel_for(0, M, std::max<int64_t>(1, 4096 / K), [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) {
       uint8_t* dst = xq.data() + static_cast<std::size_t>(m) * row_size;
       if (kblocks) kern.quantize_x_k(x + m * K, K, reinterpret_cast<QBlockK*>(dst));
       else kern.quantize_x(x + m * K, K, reinterpret_cast<QBlock8*>(dst));
+      if (paired)
+        pair_x(reinterpret_cast<const QBlock8*>(dst), K / 32,
+               reinterpret_cast<QPair8*>(xp.data() + static_cast<std::size_t>(m) * pair_row_size));
     }
   });
-  if (allow_gemm && use_quant_gemm(isa, wt, M)) return quant_gemm(isa, wt, w, N, K, M, xq.data(), row_size, bias, y);
-  const uint8_t* xrows = xq.data();
-  std::size_t xrow_size = row_size;
-  std::vector<uint8_t> xp;
-  if (kern.pairs && uses_pairs(wt)) {
-    xrow_size = static_cast<std::size_t>((K / 32 + 1) / 2) * sizeof(QPair8);
-    xp.resize(static_cast<std::size_t>(M) * xrow_size);
-    for (int64_t m = 0; m < M; ++m)
-      pair_x(reinterpret_cast<const QBlock8*>(xq.data() + static_cast<std::size_t>(m) * row_size), K / 32,
-             reinterpret_cast<QPair8*>(xp.data() + static_cast<std::size_t>(m) * xrow_size));
-    xrows = xp.data();
-  }
+  if (gemm) return quant_gemm(isa, wt, w, N, K, M, xq.data(), row_size, bias, y);
+  const uint8_t* xrows = paired ? xp.data() : xq.data();
+  const std::size_t xrow_size = paired ? pair_row_size : row_size;
   // Activation rows go in tiles of kQuantRowTile (their blocks stay in L2 while every weight row streams past);
   // weight rows in groups of 8, chunks of at least ~64 KiB of weights; within a group each activation row of the
   // tile is served, max_rows (4 or 8) at a time, while the weight rows are in L1/L2.

@@ -60,8 +60,9 @@ inline void prefetch_block(const uint8_t* b) {
 
 // ---- Q8_0 against QBlock8 activations -----------------------------------------------------------------------
 
-// Two independent sets of accumulators (S = 0, 1), used by alternate groups: one chain of dependent FMAs would
-// make the loop wait on their latency rather than on memory.
+// Two independent sets of accumulators (S = 0, 1), used by alternate groups (q8_0) or pairs of groups (q4_0 ...
+// q5_1, whose offsets c · d_x · Σx_q go into the same vectors): one chain of dependent FMAs would make the loop wait
+// on their latency rather than on memory.
 template <int M>
 struct Acc {
   __m256 v[2][M];
@@ -99,10 +100,6 @@ void row_q8_0(const uint8_t* row, int64_t groups, const QBlock8* x, Acc<M>& acc)
 
 // ---- The 4/5-bit 32-element types against QPair8 activations: two groups per step -------------------------------
 
-// Accumulators as for q8_0 (Acc), the offsets c · d_x · Σx_q folded into the same vectors.
-template <int M>
-using AccP = Acc<M>;
-
 // Weight groups A and B (blocks bA, bB) decoded together: lo = A's 16 low nibbles then B's (elements 0-15 of each),
 // hi = their high nibbles (elements 16-31); a and c hold the scales and offsets lane by lane (A's in the low 128-bit
 // lane, B's in the high one).
@@ -137,16 +134,13 @@ inline void add_pair_fifth_bits(const uint8_t* qha, const uint8_t* qhb, Pair& p)
   std::memcpy(&ha, qha, 4), std::memcpy(&hb, qhb, 4);
   const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_cvtsi32_si128(static_cast<int>(ha))),
                                             _mm_cvtsi32_si128(static_cast<int>(hb)), 1);
-  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL), b5 = _mm256_set1_epi8(0x10);
   // Bytes 0-1 of each lane's qh hold the bits of elements 0-15 (lo), bytes 2-3 those of 16-31 (hi).
   const __m256i sel_lo = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1,
                                           1, 1, 1, 1, 1, 1);
   const __m256i sel_hi = _mm256_setr_epi8(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
                                           3, 3, 3, 3, 3, 3);
-  const __m256i l = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_lo), bit);
-  const __m256i u = _mm256_and_si256(_mm256_shuffle_epi8(h, sel_hi), bit);
-  p.lo = _mm256_or_si256(p.lo, _mm256_and_si256(_mm256_cmpeq_epi8(l, bit), b5));
-  p.hi = _mm256_or_si256(p.hi, _mm256_and_si256(_mm256_cmpeq_epi8(u, bit), b5));
+  p.lo = _mm256_or_si256(p.lo, spread_bits_to_0x10(_mm256_shuffle_epi8(h, sel_lo)));
+  p.hi = _mm256_or_si256(p.hi, spread_bits_to_0x10(_mm256_shuffle_epi8(h, sel_hi)));
 }
 
 // Σ lo·x[0..31] + hi·x[32..63] in int32 lanes (lanes 0-3 sum to A's dot product, 4-7 to B's). The two vpmaddubsw
@@ -163,7 +157,7 @@ inline __m256i dot_pair(const Pair& p, const QPair8& x) {
 }
 
 template <int M, int S>
-inline void step_pair(const Pair& p, const QPair8* x, int64_t pairs, AccP<M>& acc) {
+inline void step_pair(const Pair& p, const QPair8* x, int64_t pairs, Acc<M>& acc) {
   FERRY_QUANT_UNROLL
   for (int m = 0; m < M; ++m) {
     const QPair8& b = x[m * pairs];
@@ -180,7 +174,7 @@ alignas(64) constexpr uint8_t kZeroBlock[32] = {};
 // The pair loop: decode(bA, bB, pair) unpacks two blocks of kBlockBytes; pairs go alternately onto the two
 // accumulator sets.
 template <int M, int kBlockBytes, class Decode>
-inline void row_pairs(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc, const Decode& decode) {
+inline void row_pairs(const uint8_t* row, int64_t groups, const QPair8* x, Acc<M>& acc, const Decode& decode) {
   const int64_t pairs = (groups + 1) / 2;
   Pair p;
   int64_t i = 0;
@@ -200,7 +194,7 @@ inline void row_pairs(const uint8_t* row, int64_t groups, const QPair8* x, AccP<
 }
 
 template <int M>
-void row_q4_0(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+void row_q4_0(const uint8_t* row, int64_t groups, const QPair8* x, Acc<M>& acc) {
   row_pairs<M, 18>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
     unpack_pair_nibbles(a + 2, b + 2, p);
     unpack_pair_scales<false>(a, b, p);
@@ -209,7 +203,7 @@ void row_q4_0(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc)
 }
 
 template <int M>
-void row_q4_1(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+void row_q4_1(const uint8_t* row, int64_t groups, const QPair8* x, Acc<M>& acc) {
   row_pairs<M, 20>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
     unpack_pair_nibbles(a + 4, b + 4, p);
     unpack_pair_scales<true>(a, b, p);
@@ -217,7 +211,7 @@ void row_q4_1(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc)
 }
 
 template <int M>
-void row_q5_0(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+void row_q5_0(const uint8_t* row, int64_t groups, const QPair8* x, Acc<M>& acc) {
   row_pairs<M, 22>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
     unpack_pair_nibbles(a + 6, b + 6, p);
     add_pair_fifth_bits(a + 2, b + 2, p);
@@ -227,7 +221,7 @@ void row_q5_0(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc)
 }
 
 template <int M>
-void row_q5_1(const uint8_t* row, int64_t groups, const QPair8* x, AccP<M>& acc) {
+void row_q5_1(const uint8_t* row, int64_t groups, const QPair8* x, Acc<M>& acc) {
   row_pairs<M, 24>(row, groups, x, acc, [](const uint8_t* a, const uint8_t* b, Pair& p) {
     unpack_pair_nibbles(a + 8, b + 8, p);
     add_pair_fifth_bits(a + 4, b + 4, p);
@@ -388,21 +382,18 @@ void rows(DType wt, const void* w, int64_t K, const void* xq, const float* bias,
       else if (wt == DType::Q5_K) row_qk<M, true>(row, groups / 8, xk, acc);
       else row_q6_k<M>(row, groups / 8, xk, acc);
       for (int m = 0; m < M; ++m) out[m] = hsum8(acc.v[m]);
-    } else if (uses_pairs(wt)) {
-      AccP<M> acc;
-      for (int s = 0; s < 2; ++s)
-        for (int m = 0; m < M; ++m) acc.v[s][m] = _mm256_setzero_ps();
-      if (wt == DType::Q4_0) row_q4_0<M>(row, groups, xp, acc);
-      else if (wt == DType::Q4_1) row_q4_1<M>(row, groups, xp, acc);
-      else if (wt == DType::Q5_0) row_q5_0<M>(row, groups, xp, acc);
-      else row_q5_1<M>(row, groups, xp, acc);
-      for (int m = 0; m < M; ++m) out[m] = hsum8(_mm256_add_ps(acc.v[0][m], acc.v[1][m]));
     } else {
-      if (wt != DType::Q8_0) return;
       Acc<M> acc;
       for (int s = 0; s < 2; ++s)
         for (int m = 0; m < M; ++m) acc.v[s][m] = _mm256_setzero_ps();
-      row_q8_0<M>(row, groups, x8, acc);
+      switch (wt) {
+        case DType::Q8_0: row_q8_0<M>(row, groups, x8, acc); break;
+        case DType::Q4_0: row_q4_0<M>(row, groups, xp, acc); break;
+        case DType::Q4_1: row_q4_1<M>(row, groups, xp, acc); break;
+        case DType::Q5_0: row_q5_0<M>(row, groups, xp, acc); break;
+        case DType::Q5_1: row_q5_1<M>(row, groups, xp, acc); break;
+        default: return;
+      }
       for (int m = 0; m < M; ++m) out[m] = hsum8(_mm256_add_ps(acc.v[0][m], acc.v[1][m]));
     }
     for (int m = 0; m < M; ++m) y[m * ldy + n] = bias ? out[m] + bias[n] : out[m];

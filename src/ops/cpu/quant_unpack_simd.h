@@ -27,13 +27,18 @@ inline __m256i nibbles16(const uint8_t* p) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
 }
 
+// Byte i = 0x10 where bit i % 8 of byte i of v is set: v holds each byte of a bit mask eight times in a row (a
+// vpshufb spread), so byte i stands for bit i of the mask.
+inline __m256i spread_bits_to_0x10(__m256i v) {
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
 // Byte i = 0x10 where bit i of qh is set (the 5th bit of q5 levels).
 inline __m256i fifth_bits(uint32_t qh) {
   const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
                                         3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+  return spread_bits_to_0x10(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf));
 }
 
 }  // namespace
