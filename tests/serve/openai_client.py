@@ -175,9 +175,13 @@ def cmd_concurrency(args, client):
     for round_ in range(2):
         results = [None] * n
         errors = []
+        # Every client sends once all threads are up: started one by one on a busy machine (ctest -j2), early
+        # clients could finish before late ones began (a CI run saw a mean batch of 1.99 where 8-21 is usual).
+        start = threading.Barrier(n)
 
         def one(i):
             try:
+                start.wait(timeout=60)
                 if i % 2 == 0:
                     s = client.completions.create(model=args.model, prompt=prompts[i], max_tokens=lengths[i],
                                                   temperature=0, stream=True)
