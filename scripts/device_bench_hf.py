@@ -5,7 +5,9 @@ Loads FOLDER with AutoModelForCausalLM.from_pretrained(dtype=bfloat16, device_ma
 max_memory={0: GPU, "cpu": CPU}) (local files only), greedily generates N tokens after the given prompt ids, and
 writes one JSON object: load time, where the weights went (bytes per device from hf_device_map), prefill time,
 decode seconds per token, the generated ids. With --ferry-json (the output of `ferry generate --json --logits K`
-for the same prompt ids and budget) it also compares the greedy ids and the first steps' logits.
+for the same prompt ids and budget) it also compares the greedy ids and the first steps' logits. Then (unless
+--no-f32) the f32 reference: the same weights widened to f32, the whole model on the GPU, no TF32; ferry's ids and
+logits and transformers' bf16 ones are each compared with it ("f32_reference").
 
   device_bench_hf.py --model DIR --max-memory-gpu BYTES --max-memory-cpu BYTES --prompt-ids 1,2,3 -n 32 \
       [--reps 2] [--ferry-json FILE] [--out FILE] [--cpu-smoke]
@@ -39,6 +41,34 @@ def parse_bytes(text):
     return int(t)
 
 
+def compare(ids_a, logits_a, ids_b, logits_b):
+    """Greedy ids a against b (equal? first mismatch?) and, for each step up to the first mismatch, the logits
+    (max |a - b|, relative L2, same argmax). logits_*: lists of 1-D float tensors, one per step."""
+    import torch
+
+    n = min(len(ids_a), len(ids_b))
+    first = next((i for i in range(n) if ids_a[i] != ids_b[i]), None)
+    if first is None and len(ids_a) != len(ids_b):
+        first = n
+    out = {"ids_equal": ids_a == ids_b, "first_mismatch": first, "len_a": len(ids_a), "len_b": len(ids_b)}
+    diffs = []
+    for step in range(min(len(logits_a), len(logits_b))):
+        if first is not None and step > first:
+            break  # after a different token the prefixes differ: nothing to compare
+        a, b = logits_a[step].float(), logits_b[step].float()
+        if a.shape != b.shape:
+            diffs.append({"step": step, "error": f"shape {list(a.shape)} vs {list(b.shape)}"})
+            continue
+        d = (a - b).abs()
+        diffs.append({"step": step, "max_abs_diff": float(d.max()), "max_abs_ref": float(b.abs().max()),
+                      "rel_l2": float((a - b).norm() / max(float(b.norm()), 1e-30)),
+                      "argmax_equal": int(a.argmax()) == int(b.argmax())})
+    out["logits"] = diffs
+    if diffs:
+        out["max_rel_l2"] = max(d.get("rel_l2", 0.0) for d in diffs)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -50,6 +80,7 @@ def main():
     ap.add_argument("--ferry-json", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--cpu-smoke", action="store_true")
+    ap.add_argument("--no-f32", action="store_true", help="skip the f32 reference run")
     args = ap.parse_args()
 
     result = {"model": args.model, "n": args.n}
@@ -170,44 +201,62 @@ def main():
         result["error"] = f"generate failed: {e!r}"
         finish(0)
 
+    f_ids, f_logits = None, None
     if args.ferry_json:
         cmp = {}
         try:
             with open(args.ferry_json) as f:
                 fj = json.loads(f.read().strip().splitlines()[-1])
             f_ids = [int(x) for x in fj.get("generated_ids", [])]
+            f_logits = [torch.tensor(fl, dtype=torch.float32) for fl in (fj.get("logits") or [])]
             if [int(x) for x in fj.get("prompt_ids", ids)] != ids:
                 cmp["warning"] = "ferry's prompt_ids differ from the ones given here"
-            n = min(len(f_ids), len(gen_ids))
-            first = next((i for i in range(n) if f_ids[i] != gen_ids[i]), None)
-            if first is None and len(f_ids) != len(gen_ids):
-                first = n
-            cmp.update({"ids_equal": f_ids == gen_ids, "first_mismatch": first, "ferry_len": len(f_ids),
-                        "hf_len": len(gen_ids)})
-            f_logits = fj.get("logits") or []
-            diffs = []
-            for step, fl in enumerate(f_logits):
-                if step >= len(hf_logits):
-                    break
-                if first is not None and step > first:
-                    break  # after a different token the prefixes differ: nothing to compare
-                a = torch.tensor(fl, dtype=torch.float32)
-                b = hf_logits[step]
-                if a.shape != b.shape:
-                    diffs.append({"step": step, "error": f"shape {list(a.shape)} vs {list(b.shape)}"})
-                    continue
-                d = (a - b).abs()
-                diffs.append({"step": step, "max_abs_diff": float(d.max()), "max_abs_ref": float(b.abs().max()),
-                              "rel_l2": float((a - b).norm() / max(float(b.norm()), 1e-30)),
-                              "argmax_equal": int(a.argmax()) == int(b.argmax())})
-            cmp["logits"] = diffs
+            cmp.update(compare(f_ids, f_logits, gen_ids, hf_logits))
+            cmp["ferry_len"], cmp["hf_len"] = cmp.pop("len_a"), cmp.pop("len_b")
             ft = fj.get("timings", {})
-            gen_n = len(f_ids)
-            if ft.get("decode_s") and gen_n > 1:
-                cmp["ferry_generate_decode_s_per_token"] = ft["decode_s"] / (gen_n - 1)
+            if ft.get("decode_s") and len(f_ids) > 1:
+                cmp["ferry_generate_decode_s_per_token"] = ft["decode_s"] / (len(f_ids) - 1)
         except Exception as e:  # noqa: BLE001
             cmp["error"] = f"cannot compare with {args.ferry_json}: {e!r}"
         result["vs_ferry"] = cmp
+
+    # The f32 reference: the same bf16 weights widened to f32 (exact), computed in f32 without TF32, the whole model
+    # on the GPU. transformers in bf16 rounds every activation to bf16; ferry keeps activations in f32. Both are
+    # compared with this reference: ferry's deviation next to transformers' own bf16 deviation.
+    if not args.no_f32:
+        ref = {}
+        try:
+            del model
+            if has_cuda:
+                torch.cuda.empty_cache()
+            try:
+                torch.backends.cuda.matmul.fp32_precision = "ieee"
+            except Exception:  # noqa: BLE001  (older torch)
+                torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            dev = 0 if (has_cuda and not args.cpu_smoke) else "cpu"
+            try:
+                m32 = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32, local_files_only=True,
+                                                           device_map={"": dev})
+            except TypeError:
+                m32 = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32,
+                                                           local_files_only=True, device_map={"": dev})
+            m32.eval()
+            for k in ("temperature", "top_p", "top_k"):
+                if hasattr(m32.generation_config, k):
+                    setattr(m32.generation_config, k, None)
+            with torch.inference_mode():
+                o32 = m32.generate(input_ids, max_new_tokens=args.n, **base, return_dict_in_generate=True,
+                                   output_logits=True)
+            ids32 = o32.sequences[0, len(ids):].tolist()
+            lg32 = [lg[0].float().cpu() for lg in (o32.logits or [])]
+            ref["generated_ids"] = ids32
+            ref["hf_bf16_vs_f32"] = compare(gen_ids, hf_logits, ids32, lg32)
+            if f_ids is not None:
+                ref["ferry_vs_f32"] = compare(f_ids, f_logits, ids32, lg32)
+        except Exception as e:  # noqa: BLE001
+            ref["error"] = f"f32 reference failed: {e!r}"
+        result["f32_reference"] = ref
     finish(0)
 
 

@@ -46,5 +46,7 @@ Tensor argmax(const Tensor& x);
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
                  int64_t sliding_window);
+Tensor attention_with_bias(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, int64_t q_offset,
+                           bool causal, float scale);
 
 }  // namespace ferry::ops::cuda

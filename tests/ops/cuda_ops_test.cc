@@ -5,10 +5,12 @@
 // Skips without a GPU ("no CUDA device").
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "ferry/core/cpu_features.h"
 #include "ferry/ops/attention.h"
 #include "ferry/ops/elementwise.h"
 #include "ferry/ops/gather.h"
@@ -130,6 +132,9 @@ TEST(CudaOps, EmbeddingAndArgmax) {
 
 TEST(CudaOps, LinearEveryWeightDtypeGemvAndGemm) {
   FERRY_REQUIRE_CUDA();
+  // The cpu reference with f32 activations: on AVX-512 BF16 CPUs the cpu rounds x to bf16 for bf16 weights
+  // (vdpbf16ps), which the GPU does not; AVX2 keeps x in f32 as the GPU does.
+  ScopedIsa f32_activations(std::min(cpu_isa(), Isa::AVX2));
   for (DType wt : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3FN, DType::F8_E5M2}) {
     for (int64_t K : {64, 100, 2048}) {  // 100: not a multiple of the 16-byte vector
       for (int64_t T : {1, 3, 8, 9, 64}) {
@@ -171,6 +176,34 @@ TEST(CudaOps, AttentionGroupedHeadsWindowsAndCacheDtypes) {
                        std::string(dtype_name(kv)));
     }
   }
+}
+
+// T5's attention: an [H, T, S] bias added to unscaled scores, causal (decoder self-attention with a cache offset)
+// or not (encoder, and cross-attention without a bias), keys in every cache dtype, against the cpu kernel.
+TEST(CudaOps, AttentionWithBiasCausalOrNotEveryCacheDtype) {
+  FERRY_REQUIRE_CUDA();
+  struct Case {
+    int64_t T, S, H, D;
+    bool causal, with_bias;
+  };
+  for (Case c : {Case{6, 6, 4, 64, false, true}, Case{1, 9, 8, 64, true, true}, Case{5, 12, 3, 32, true, true},
+                 Case{7, 11, 6, 64, false, false}, Case{1, 1, 2, 100, true, true}, Case{3, 300, 2, 256, false, true}}) {
+    for (DType kv : {DType::F32, DType::F16, DType::BF16}) {
+      Tensor q = random({c.T, c.H, c.D}, 21);
+      Tensor k = random({c.S, c.H, c.D}, 22, 1.0f, kv), v = random({c.S, c.H, c.D}, 23, 1.0f, kv);
+      Tensor bias = c.with_bias ? random({c.H, c.T, c.S}, 24, 2.0f) : Tensor();
+      const int64_t offset = c.causal ? c.S - c.T : 0;
+      const std::string what = "attention_with_bias T=" + std::to_string(c.T) + " S=" + std::to_string(c.S) +
+                               (c.causal ? " causal" : "") + (c.with_bias ? " bias " : " ") + std::string(dtype_name(kv));
+      const Tensor gpu_bias = bias.defined() ? bias.to(kGpu) : Tensor();
+      expect_close(ops::attention_with_bias(q, k, v, bias, offset, c.causal),
+                   ops::attention_with_bias(q.to(kGpu), k.to(kGpu), v.to(kGpu), gpu_bias, offset, c.causal), 1e-5,
+                   1e-4, what);
+    }
+  }
+  Tensor q = random({2, 2, 8}, 25), k = random({2, 2, 8}, 26);
+  const std::string msg = test::error_of([&] { ops::attention_with_bias(q.to(kGpu), k.to(kGpu), k, {}, 0, false); });
+  EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;  // v left on the host
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // ops::attention_with_bias on cpu (see attention.h): one task per (query, head), scores in f32 with the bias row
 // added, a stable softmax, then the weighted sum of value rows. Plain loops: T5's heads are small (d_kv 64) and
-// attention is a small part of its time next to the linear layers. Inputs on an accelerator are computed here too
-// (copied to the host and back) until a device kernel exists.
+// attention is a small part of its time next to the linear layers. Inputs on a GPU go to the CUDA kernel
+// (cuda/attention.cu, the causal attention kernel with the bias added); inputs on another accelerator are computed
+// here (copied to the host and back).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "check.h"
+#include "ops/cuda_ops.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/ops/attention.h"
 
@@ -17,11 +19,28 @@ namespace ferry::ops {
 Tensor attention_with_bias(const Tensor& q, const Tensor& k_in, const Tensor& v_in, const Tensor& bias,
                            int64_t q_offset, bool causal, float scale) {
   const char* op = "attention_with_bias";
-  cpu::check_f32(op, "q", q);
+  for (auto [name, t] : {std::pair{"q", &q}, std::pair{"k", &k_in}, std::pair{"v", &v_in}})
+    if (!t->defined()) cpu::fail(op, fmt::format("{} is undefined", name));
+  if (q.dtype() != DType::F32) cpu::fail(op, cpu::describe("q", q) + " must be f32", "convert it with .to(DType::F32)");
   if (q.dim() != 3 || k_in.dim() != 3 || v_in.dim() != 3)
     cpu::fail(op, fmt::format("{}, {}, {} must be [T, H, D], [S, H, D], [S, H, Dv]", cpu::describe("q", q),
                               cpu::describe("k", k_in), cpu::describe("v", v_in)));
-  // No accelerator kernel yet: tensors on an accelerator are computed on the host and the result copied back.
+  const int64_t T = q.size(0), H = q.size(1), D = q.size(2), S = k_in.size(0), Dv = v_in.size(2);
+  if (k_in.size(1) != H || v_in.size(1) != H || k_in.size(2) != D || v_in.size(0) != S)
+    cpu::fail(op, fmt::format("{}, {}, {}: heads, head_dim or keys disagree", cpu::describe("q", q),
+                              cpu::describe("k", k_in), cpu::describe("v", v_in)));
+  if (causal && (q_offset < 0 || S < q_offset + T))
+    cpu::fail(op, fmt::format("the cache holds {} keys, but queries at positions {}..{} need {}", S, q_offset,
+                              q_offset + T - 1, q_offset + T));
+  if (bias.defined()) {
+    if (bias.dtype() != DType::F32) cpu::fail(op, cpu::describe("bias", bias) + " must be f32");
+    if (bias.dim() != 3 || bias.size(0) != H || bias.size(1) != T || bias.size(2) != S)
+      cpu::fail(op, cpu::describe("bias", bias) + fmt::format(" must be [H, T, S] = [{}, {}, {}]", H, T, S));
+  }
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(q)) return cuda::attention_with_bias(q, k_in, v_in, bias, q_offset, causal, scale);
+  }
+  // Another accelerator (no kernel of its own): computed on the host, the result copied back.
   if (!q.device().is_cpu()) {
     const Device d = q.device();
     const Tensor b = bias.defined() ? bias.to(Device::cpu()) : Tensor();
@@ -29,22 +48,11 @@ Tensor attention_with_bias(const Tensor& q, const Tensor& k_in, const Tensor& v_
                                causal, scale)
         .to(d);
   }
+  cpu::check_host(op, "q", q);
   for (const Tensor* t : {&k_in, &v_in, &bias})
     if (t->defined() && !t->device().is_cpu())
       cpu::fail(op, "q is on the cpu but another input is on " + t->device().str(), "keep q, k, v and bias together");
   const Tensor k = k_in.to(DType::F32), v = v_in.to(DType::F32);
-  const int64_t T = q.size(0), H = q.size(1), D = q.size(2), S = k.size(0), Dv = v.size(2);
-  if (k.size(1) != H || v.size(1) != H || k.size(2) != D || v.size(0) != S)
-    cpu::fail(op, fmt::format("{}, {}, {}: heads, head_dim or keys disagree", cpu::describe("q", q),
-                              cpu::describe("k", k), cpu::describe("v", v)));
-  if (causal && (q_offset < 0 || S < q_offset + T))
-    cpu::fail(op, fmt::format("the cache holds {} keys, but queries at positions {}..{} need {}", S, q_offset,
-                              q_offset + T - 1, q_offset + T));
-  if (bias.defined()) {
-    cpu::check_f32(op, "bias", bias);
-    if (bias.dim() != 3 || bias.size(0) != H || bias.size(1) != T || bias.size(2) != S)
-      cpu::fail(op, cpu::describe("bias", bias) + fmt::format(" must be [H, T, S] = [{}, {}, {}]", H, T, S));
-  }
   Tensor out = Tensor::empty({T, H, Dv}, DType::F32, q.device());
   const float* qp = q.data<float>();
   const float* kp = k.data<float>();
