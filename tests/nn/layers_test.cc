@@ -89,6 +89,7 @@ TEST(Embedding, LooksUpRowsAndInitsStandardNormal) {
   EXPECT_THROW(emb(Tensor::from_vector<int64_t>({3}, {1})), Error);
   expect_values(emb(Args(List{}, Dict{{"input_ids", Tensor::from_vector<int64_t>({1}, {1})}})).tensor(), {2, 3});
 
+  manual_seed(8);  // the statistics below hold for nearly every seed (6 sigma and more); a fixed one makes them certain
   Embedding big(1000, 100);
   double sum = 0, sq = 0;
   for (float v : big.weight().to_vector<float>()) {
@@ -151,6 +152,7 @@ TEST(Conv1D, TransposedLinear) {
   expect_values(y, {-3, -3, 4, 5});
   EXPECT_THROW(conv(Tensor::zeros({1, 4}, DType::F32)), Error);
 
+  manual_seed(9);  // as for Embedding: the spread below holds for nearly every seed, and for this one always
   Conv1D wide(200, 100);
   double sq = 0;
   for (float v : wide.weight().to_vector<float>()) sq += double(v) * v;

@@ -3,6 +3,7 @@ Ctrl-C (SIGINT) stops a long generation with KeyboardInterrupt."""
 
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -34,23 +35,33 @@ def test_threads_get_what_they_get_alone(llama):
 
 
 def test_gil_is_released_during_generate_and_forward(llama):
+    # Counting ticks against a fixed number would depend on the machine's speed and load, and with the default 5 ms
+    # switch interval a held GIL still lets the ticker in just before and after the call (tens of thousands of ticks).
+    # So nobody is ever forced to give the GIL up (an interval of 1000 s) and the ticker gives it up after each tick:
+    # it can then run only while ferry has released the GIL. Holding it through a call gives exactly 0 ticks during
+    # the call, releasing it gives ticks for as long as ferry computes, however fast or busy the machine.
     ticks = [0]
     done = threading.Event()
 
-    def ticker():  # pure Python: it can only run while nobody holds the GIL for long
+    def ticker():  # pure Python: it can only run while nobody holds the GIL
         while not done.is_set():
             ticks[0] += 1
+            time.sleep(1e-4)  # lets go of the GIL
 
     t = threading.Thread(target=ticker)
     t.start()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000)
     try:
+        time.sleep(0.05)  # the ticker's waits begun under the old interval run out
         for call in (lambda: llama.generate([[1, 2, 3]], max_new_tokens=1500, eos_token_id=[]),
                      lambda: llama(list(range(1, 300)) * 8)):  # one forward of 2392 tokens: no callback at all
             start, t0 = ticks[0], time.monotonic()
             call()
             elapsed, during = time.monotonic() - t0, ticks[0] - start
-            assert during > 100, f"the ticker ran {during} times in {elapsed:.3f} s of ferry computing"
+            assert during > 0, f"the ticker never ran in {elapsed:.3f} s of ferry computing: the GIL was held"
     finally:
+        sys.setswitchinterval(interval)
         done.set()
         t.join()
 

@@ -116,12 +116,14 @@ TEST(JinjaMalformed, ErrorMessagesSayWhatIsWrong) {
 }
 
 // Templates that parse but would run away: each render must stop with an Error, quickly. "Quickly" is a bound on
-// runaway work, not a speed figure: ~1-2 s each in the plain build; the sanitizer build runs the same million
-// steps several times slower (6.6 s seen in CI on a busy machine), so its bound is wider.
+// runaway work, not a speed figure: the slowest case (512 MB of strings) takes ~1 s in the plain build, and the
+// sanitizer build runs the same work several times slower (6.6 s seen in CI on a busy machine). The bounds are 20x
+// and more over those, for slower CPUs and a host busy with other tests: they trip only where a limit is missing
+// (a render that never ends, as 10^10 iterations would for most of an hour) or set far too high.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr double kRunawayBoundSeconds = 30.0;
+constexpr double kRunawayBoundSeconds = 180.0;
 #else
-constexpr double kRunawayBoundSeconds = 5.0;
+constexpr double kRunawayBoundSeconds = 60.0;
 #endif
 TEST(JinjaMalformed, RunawayTemplatesAreBounded) {
   const std::vector<Malformed> cases = {
@@ -163,7 +165,7 @@ TEST(JinjaMalformed, RunawayTemplatesAreBounded) {
       EXPECT_EQ(e.where().rfind("run.jinja:1:", 0), 0u) << m.why << ": " << e.what();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(seconds, kRunawayBoundSeconds) << m.why;
+    EXPECT_LT(seconds, kRunawayBoundSeconds) << m.why << ": a limit is missing or far too high";
     if (std::getenv("FERRY_JINJA_TIMES")) std::printf("%8.3f s  %s\n", seconds, m.why);
   }
 }
