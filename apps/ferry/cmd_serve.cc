@@ -39,6 +39,7 @@ struct ServeFlags {
   std::string max_kv_memory;
   double request_timeout = 600;
   double shutdown_timeout = 10;
+  int keep_alive = 0;
   std::size_t max_body = 8u << 20;
 };
 
@@ -107,7 +108,7 @@ void run_serve(const ServeFlags& f) {
   so.model_aliases = {f.model.model, std::filesystem::absolute(folder).string()};
   so.max_body_bytes = f.max_body;
   so.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.request_timeout * 1000));
-  so.threads = static_cast<int>(f.max_batch + f.max_queue + 8);
+  so.keep_alive_seconds = f.keep_alive;
   so.eos_token_ids = lm.eos_token_ids;
   so.streamed_bytes_per_forward = static_cast<uint64_t>(lm.streamed_bytes_per_forward);
   so.disk_read_bytes = [] { return process_disk_read_bytes(); };
@@ -195,6 +196,10 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--shutdown-timeout", f->shutdown_timeout,
                   "seconds in-flight requests may finish after SIGINT/SIGTERM before they are cancelled (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--keep-alive", f->keep_alive,
+                  "seconds an idle connection stays open for the client's next request (default 0: one request per "
+                  "connection; a longer time holds a worker thread per idle connection)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-body", f->max_body, "largest request body in bytes (default 8 MiB)")->check(CLI::PositiveNumber);
   cmd->callback([f] { run_serve(*f); });

@@ -26,7 +26,12 @@ RequestStream::Wait RequestStream::next(std::string& out, Clock::time_point dead
 
 bool RequestStream::wait_finished(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  return cv_.wait_until(lock, deadline, [&] { return finished_; });
+  return cv_.wait_until(lock, deadline, [&] { return finished_; }) && finished_at_ <= deadline;
+}
+
+Clock::time_point RequestStream::finished_at() const {
+  std::lock_guard lock(mutex_);
+  return finished_at_;
 }
 
 void RequestStream::cancel() {
@@ -61,6 +66,7 @@ void RequestStream::finish(text::SequenceResult r, bool server_failed) {
     result_ = std::move(r);
     server_failed_ = server_failed;
     finished_ = true;
+    finished_at_ = Clock::now();
     on_cancel_ = nullptr;
   }
   cv_.notify_all();

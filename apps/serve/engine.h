@@ -40,10 +40,14 @@ class RequestStream {
  public:
   enum class Wait { Text, Finished, Timeout };
   /// Waits until text arrives (appended to `out`), the sequence finished (after its last text was taken), or
-  /// `deadline` passed.
+  /// `deadline` passed (a wake-up time: whether the request met its own deadline is finished_at()'s to say).
   Wait next(std::string& out, std::chrono::steady_clock::time_point deadline);
-  /// Blocks until finished or `deadline`; false on timeout.
+  /// Blocks until finished or `deadline`; true when the sequence finished at or before `deadline` (finished_at()),
+  /// false otherwise — also when it finished later but before the caller looked: whether a request met its
+  /// deadline depends on when it finished, never on when its handler woke up.
   bool wait_finished(std::chrono::steady_clock::time_point deadline);
+  /// When the sequence finished (steady clock); time_point{} while it runs.
+  std::chrono::steady_clock::time_point finished_at() const;
   /// The sequence's result, once next() returned Finished (error set when it failed).
   const text::SequenceResult& result() const { return result_; }
   /// The sequence failed because the model did (a forward threw), not because of the request.
@@ -65,7 +69,7 @@ class RequestStream {
   bool finished_ = false, server_failed_ = false;
   text::SequenceResult result_;
   std::atomic<bool> cancelled_{false};
-  std::chrono::steady_clock::time_point first_token_{};
+  std::chrono::steady_clock::time_point first_token_{}, finished_at_{};
   std::function<void()> on_cancel_;  // tells the engine
 };
 
@@ -98,6 +102,8 @@ class Engine {
   /// No sequence queued or running.
   bool idle() const;
   EngineStats stats() const;
+  /// Requests the engine holds at once: max_batch_size running + max_queue waiting (more are refused with 503).
+  int64_t max_requests() const noexcept { return options_.batch.max_batch_size + options_.max_queue; }
   /// Tokens a sequence may hold (prompt + generated); INT64_MAX when unlimited (encoder-decoder models).
   int64_t context() const noexcept { return context_; }
   bool is_seq2seq() const noexcept { return seq2seq_ != nullptr; }

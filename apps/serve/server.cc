@@ -2,6 +2,7 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <ctime>
 #include <random>
@@ -30,6 +31,12 @@ void send_json(httplib::Response& res, int status, const json& body) {
 void send_error(httplib::Response& res, const ApiError& e) {
   if (e.status() == 503) res.set_header("Retry-After", "1");
   send_json(res, e.status(), e.body());
+}
+
+// A request that did not finish within --request-timeout (unstreamed: the 504 response; streamed: the last event).
+ApiError timeout_error() {
+  return ApiError(504, "the request did not finish within the server's --request-timeout", "server_error", {},
+                  "timeout");
 }
 
 std::string endpoint_path(Endpoint e) {
@@ -151,8 +158,19 @@ void Server::routes() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(options_.max_body_bytes);
   s.set_tcp_nodelay(true);
-  const int threads = options_.threads > 0 ? options_.threads : 96;
+  const int threads = options_.threads > 0 ? options_.threads : static_cast<int>(engine_.max_requests() + 8);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  if (options_.keep_alive_seconds > 0) {
+    s.set_keep_alive_timeout(options_.keep_alive_seconds);
+    s.set_keep_alive_max_count(1000);
+  } else {
+    s.set_keep_alive_max_count(1);  // the first response closes the connection ("Connection: close")
+  }
+  s.set_socket_options([this](socket_t sock) {
+    const int yes = 1;  // rebind at once after a restart (TIME_WAIT), but never share a port (no SO_REUSEPORT)
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_socket_ = sock;
+  });
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -248,8 +266,7 @@ void Server::routes() {
         } done{active_};
         if (!stream->wait_finished(deadline)) {
           stream->cancel();
-          send_error(res, ApiError(504, "the request took longer than the server's --request-timeout", "server_error",
-                                   {}, "timeout"));
+          send_error(res, timeout_error());
           count(path, 504);
           return;
         }
@@ -321,10 +338,10 @@ void Server::routes() {
               case RequestStream::Wait::Timeout:
                 if (Clock::now() < st->deadline) return sink.is_writable();
                 st->stream->cancel();
-                return end(sse_event(ApiError(504, "the request took longer than the server's --request-timeout",
-                                              "server_error", {}, "timeout")
-                                         .body()));
+                return end(sse_event(timeout_error().body()));
               case RequestStream::Wait::Finished:
+                // Finished after its deadline (before this handler looked): the deadline rules, as unstreamed.
+                if (st->stream->finished_at() > st->deadline) return end(sse_event(timeout_error().body()));
                 break;
             }
             const text::SequenceResult& r = st->stream->result();
@@ -360,6 +377,9 @@ int Server::bind() {
   if (!ok)
     throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port), "serve",
                 "is another server using the port? pass --port (0 = any free port) or --host");
+  // cpp-httplib listens with a backlog of 5: a burst of clients connecting at once would see dropped SYNs (a
+  // second's delay each). Listening again on the bound socket only raises the backlog.
+  if (listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   return port;
 }
 

@@ -6,8 +6,14 @@
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
 //
 // Every refusal is an OpenAI-shaped JSON error (400 bad request, 401 wrong key, 404 unknown model or path, 413 body
-// over the limit, 503 queue full or shutting down, 504 over the request timeout) and the server goes on serving the
-// others. A client that disconnects mid-stream has its sequence cancelled at the next step.
+// over the limit, 503 queue full or shutting down, 504 not finished within the request timeout) and the server goes
+// on serving the others. A client that disconnects mid-stream has its sequence cancelled at the next step.
+//
+// Connections: cpp-httplib serves each connection on one worker thread for as long as it stays open. By default
+// every response closes its connection: an idle keep-alive connection would hold a worker, and a client pool that
+// reuses a connection just as the server's idle timeout closes it gets a connection error (seen with the openai
+// client's 5 s pool expiry against cpp-httplib's 5 s idle timeout under load). The listen backlog is SOMAXCONN
+// (cpp-httplib's own is 5), and the port is bound without SO_REUSEPORT, so a second server on a taken port fails.
 #pragma once
 
 #include <atomic>
@@ -44,7 +50,10 @@ struct ServerOptions {
   std::vector<std::string> model_aliases;  // other names accepted in requests (the folder path)
   std::size_t max_body_bytes = 8u << 20;
   std::chrono::milliseconds request_timeout{600000};
-  int threads = 0;              // HTTP worker threads; 0 = the engine's batch + queue + 8
+  int threads = 0;              // HTTP worker threads; 0 = Engine::max_requests() + 8
+  // Seconds an idle connection stays open for its client's next request. 0: one request per connection (every
+  // response says "Connection: close"), so a pooled client can never send on a connection the server is closing.
+  int keep_alive_seconds = 0;
   std::vector<text::TokenId> eos_token_ids;
   int64_t default_max_tokens_unbounded = 4096;  // chat without max_tokens when the context is unlimited
   uint64_t streamed_bytes_per_forward = 0;      // for /metrics
@@ -78,6 +87,7 @@ class Server {
   Engine& engine_;
   ChatRenderer chat_;
   ServerOptions options_;
+  int listen_socket_ = -1;  // the bound socket (set while binding), to raise its backlog
   std::unique_ptr<httplib::Server> http_;
   std::atomic<int64_t> active_{0};
   std::atomic<uint64_t> serial_{0};

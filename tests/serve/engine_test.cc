@@ -151,5 +151,26 @@ TEST(ServeEngine, BadRequestFailsAloneWhileOthersComplete) {
   EXPECT_EQ(good->result().result.generated_ids.size(), 3u);
 }
 
+// --request-timeout's rule: a request met its deadline when its sequence finished at or before it, whenever the
+// handler looks. A sequence that finished after the deadline — even one finished before its handler woke up — is
+// a timeout (504); one that finished in time is answered normally even when the handler looks later.
+TEST(ServeEngine, ADeadlineIsMetByWhenTheSequenceFinishedNotWhenItsHandlerLooks) {
+  auto model = tiny_llama();
+  Engine engine(*model, nullptr, EngineOptions{});
+  auto s = engine.submit({1, 2, 3}, greedy(3));
+  ASSERT_TRUE(s->wait_finished(Clock::now() + std::chrono::seconds(60)));
+  const Clock::time_point done = s->finished_at();
+  ASSERT_NE(done, Clock::time_point{});
+  EXPECT_TRUE(s->wait_finished(done));                                // finished exactly at the deadline: in time
+  EXPECT_TRUE(s->wait_finished(done + std::chrono::hours(1)));        // in time, looked at long after
+  EXPECT_FALSE(s->wait_finished(done - std::chrono::nanoseconds(1)));  // finished after the deadline: too late
+  std::string text;  // next() only waits: its deadline is a wake-up time, and a finished stream says so
+  RequestStream::Wait w;
+  while ((w = s->next(text, done - std::chrono::seconds(1))) == RequestStream::Wait::Text) {
+  }
+  EXPECT_EQ(w, RequestStream::Wait::Finished);
+  EXPECT_EQ(s->result().result.generated_ids.size(), 3u);
+}
+
 }  // namespace
 }  // namespace ferry::serve

@@ -191,7 +191,7 @@ def cmd_concurrency(args, client):
                                                   temperature=0, stream=True, stream_options={"include_usage": True})
                     results[i] = stream_text(s, "completions")[0]
             except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(f"client {i}: {e!r}")
+                errors.append(f"client {i}: {e!r} (cause: {e.__cause__!r})")
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
         t0 = time.time()
@@ -352,14 +352,29 @@ def cmd_overflow(args, client):
     check(set(statuses) <= {200, 503}, f"statuses {statuses}")
 
 
+def long_greedy_prompt(args, n):
+    """A prompt whose greedy continuation runs n tokens without an end-of-sequence token on this model (checked with
+    `ferry generate`, which serve's completions equal), so a greedy request for n tokens can end only by its
+    deadline or its length."""
+    for prompt in ["Hi", "Hello there", "Once upon a time", "The weather today", "A B C D"]:
+        if len(ferry_generate(args, ["-p", prompt, "-n", str(n)])["generated_ids"]) == n:
+            return prompt
+    raise SystemExit(f"no prompt of the list runs {n} greedy tokens without end-of-sequence on this model")
+
+
 def cmd_timeout(args, client):
     """A server with --request-timeout 0.001: a long request times out — 504 unstreamed, an error event then
-    [DONE] streamed — and is cancelled (its KV cache freed)."""
-    r = raw(args, "/completions", {"model": args.model, "prompt": "Hi", "max_tokens": 1500, "temperature": 0})
+    [DONE] streamed — and is cancelled (its KV cache freed). Both requests are greedy with a prompt whose 1500
+    tokens hold no end-of-sequence (a sampled one once drew it first and ended with "stop" within the millisecond),
+    so nothing but the deadline can end them early: 1500 forwards take far longer than 1 ms on any CPU."""
+    n = 1500
+    prompt = long_greedy_prompt(args, n)
+    r = raw(args, "/completions", {"model": args.model, "prompt": prompt, "max_tokens": n, "temperature": 0})
     check(r.status_code == 504 and r.json()["error"]["code"] == "timeout", f"unstreamed: {r.status_code} {r.text}")
     with httpx.Client(timeout=60) as h:
         with h.stream("POST", args.url + "/completions", headers={"Authorization": f"Bearer {args.key}"},
-                      json={"model": args.model, "prompt": "Hi", "max_tokens": 1500, "stream": True}) as s:
+                      json={"model": args.model, "prompt": prompt, "max_tokens": n, "temperature": 0,
+                            "stream": True}) as s:
             lines = [line for line in s.iter_lines() if line]
     check(len(lines) >= 2 and lines[-1] == "data: [DONE]", f"streamed end: {lines[-2:]}")
     check(len(lines) >= 2 and json.loads(lines[-2][6:]).get("error", {}).get("code") == "timeout",
@@ -367,6 +382,46 @@ def cmd_timeout(args, client):
     m = wait_idle(args.url)
     check(m["ferry_running_sequences"] == 0 and m["ferry_kv_cache_bytes"] == 0, "timed-out sequences freed")
     check(m['ferry_sequences_total{outcome="cancelled"}'] == 2, "both timed-out requests were cancelled")
+
+
+def cmd_connections(args, client):
+    """More simultaneous connections than cpp-httplib's listen backlog of 5 (args.clients, 128): every one answered,
+    no connection error; then the same through one pooled client (openai's httpx pool), reused after 5.5 s idle —
+    past httpx's 5 s pool expiry, which raced cpp-httplib's 5 s idle close under load."""
+    n = args.clients
+    for round_ in range(2):
+        results, errors = [None] * n, []
+        start = threading.Barrier(n)
+
+        def one(i):
+            try:
+                start.wait(timeout=120)
+                if round_ == 0:  # a connection each
+                    with httpx.Client(timeout=300) as h:
+                        r = h.post(args.url + "/completions", headers={"Authorization": f"Bearer {args.key}"},
+                                   json={"model": args.model, "prompt": f"Client {i}", "max_tokens": 4,
+                                         "temperature": 0})
+                        results[i] = (r.status_code, r.headers.get("connection"))
+                else:  # one pool for every thread
+                    c = client.completions.create(model=args.model, prompt=f"Client {i}", max_tokens=4,
+                                                  temperature=0)
+                    results[i] = (200 if c.choices[0].finish_reason in ("stop", "length") else 0, "close")
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(f"round {round_} client {i}: {e!r} (cause: {e.__cause__!r})")
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        check(not errors, f"{len(errors)} connection errors: {errors[:3]}")
+        check(all(r is not None and r[0] == 200 for r in results), f"round {round_}: not all 200: {results[:8]}")
+        if round_ == 0:
+            check(all(r is not None and r[1] == "close" for r in results),
+                  f"each response closes its connection (the default, no --keep-alive): {results[:4]}")
+    time.sleep(5.5)
+    c = client.completions.create(model=args.model, prompt="after a pause", max_tokens=2, temperature=0)
+    check(len(c.choices) == 1, "a request after 5.5 s idle")
 
 
 def cmd_shutdown(args, client):
@@ -405,6 +460,7 @@ def main():
     args = p.parse_args()
     client = openai.OpenAI(base_url=args.url, api_key=args.key, max_retries=0, timeout=300)
     {"basic": cmd_basic, "concurrency": cmd_concurrency, "faults": cmd_faults, "overflow": cmd_overflow, "timeout": cmd_timeout,
+     "connections": cmd_connections,
      "shutdown": cmd_shutdown}[args.command](args, client)
     if FAILED:
         print(f"{len(FAILED)} checks failed", file=sys.stderr)

@@ -195,6 +195,28 @@ TEST_F(ServeOpenAi, RequestsOverTheTimeoutAreCancelledWithA504) {
   EXPECT_EQ(client("timeout", server, log), 0) << log << server.log();
 }
 
+TEST_F(ServeOpenAi, OneHundredTwentyEightSimultaneousConnectionsAreAllAnswered) {
+  ServeProcess server(dir_, "connections", {"--max-batch", "32", "--max-queue", "128"});
+  ASSERT_TRUE(server.ok()) << server.log();
+  std::string log;
+  EXPECT_EQ(client("connections", server, log, "--clients 128"), 0) << log << server.log();
+}
+
+// The port is bound without SO_REUSEPORT (cpp-httplib's default sets it): a second server on a port another
+// `ferry serve` holds fails with a clear message instead of silently sharing its connections.
+TEST_F(ServeOpenAi, ASecondServerOnTheSamePortFails) {
+  ServeProcess server(dir_, "port", {});
+  ASSERT_TRUE(server.ok()) << server.log();
+  const fs::path err = dir_ / "port-second.err";
+  const int status = std::system(("timeout 120 " + ferry_bin() + " serve -m " + (dir_ / "model").string() +
+                                  " --port " + std::to_string(server.port()) + " > /dev/null 2> " + err.string())
+                                     .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1) << read_file(err);
+  EXPECT_NE(read_file(err).find("cannot listen on 127.0.0.1:" + std::to_string(server.port())), std::string::npos)
+      << read_file(err);
+}
+
 TEST_F(ServeOpenAi, SigtermEndsStreamsCleanlyAndExitsZero) {
   ServeProcess server(dir_, "shutdown", {"--shutdown-timeout", "0.2"});
   ASSERT_TRUE(server.ok()) << server.log();
