@@ -63,9 +63,24 @@ Server::Server(Engine& engine, ChatRenderer chat, ServerOptions options)
 
 Server::~Server() = default;
 
+namespace {
+
+// The /metrics label of a request path: one of the server's routes, or "other". Never the raw path: any client could
+// create a new series per random path (unbounded memory and exposition) or put quotes and newlines in a label.
+std::string route_label(const std::string& path) {
+  for (const char* route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+    if (path == route) return path;
+  if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11 && path.find('/', 11) == std::string::npos)
+    return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace
+
 void Server::count(const std::string& endpoint, int status) {
+  const std::string label = route_label(endpoint);
   std::lock_guard lock(stats_mutex_);
-  ++http_stats_.requests[{endpoint, status}];
+  ++http_stats_.requests[{label, status}];
 }
 
 Server::Prepared Server::prepare(const std::string& body, Endpoint endpoint) const {

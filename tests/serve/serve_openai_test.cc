@@ -42,6 +42,18 @@ std::string read_file(const fs::path& p) {
 
 std::string ferry_bin() { return std::string(FERRY_BINARY_DIR) + "/bin/ferry"; }
 
+// `ferry demo`'s tiny random model (decoder-only, or T5 with arch "t5") made under dir/cache and copied to dir/model;
+// returns dir/model, or an empty path when `ferry demo` failed.
+fs::path tiny_model_folder(const fs::path& dir, const std::string& arch = "") {
+  const std::string demo = ferry_bin() + " demo " + (arch.empty() ? "" : "--arch " + arch + " ") +
+                           "--size tiny -n 2 --verify-steps 0 --cache-dir " + (dir / "cache").string() +
+                           " > /dev/null 2>&1";
+  if (std::system(demo.c_str()) != 0) return {};
+  fs::copy(dir / "cache" / (arch.empty() ? "demo-tiny-bf16" : "demo-" + arch + "-tiny-bf16"), dir / "model",
+           fs::copy_options::recursive);
+  return dir / "model";
+}
+
 // A `ferry serve` child process on a free port.
 class ServeProcess {
  public:
@@ -121,10 +133,7 @@ class ServeOpenAi : public ::testing::Test {
     std::random_device rd;
     dir_ = fs::temp_directory_path() / ("ferry-serve-" + std::to_string(rd()));
     fs::create_directories(dir_);
-    const std::string demo = ferry_bin() + " demo --size tiny -n 2 --verify-steps 0 --cache-dir " +
-                             (dir_ / "cache").string() + " > /dev/null 2>&1";
-    ASSERT_EQ(std::system(demo.c_str()), 0);
-    fs::copy(dir_ / "cache" / "demo-tiny-bf16", dir_ / "model", fs::copy_options::recursive);
+    ASSERT_FALSE(tiny_model_folder(dir_).empty());
     nlohmann::json config = {{"chat_template", kChatMl}, {"bos_token", "<s>"}, {"eos_token", "</s>"}};
     std::ofstream(dir_ / "model" / "tokenizer_config.json") << config.dump();
   }
@@ -217,6 +226,36 @@ TEST_F(ServeOpenAi, ASecondServerOnTheSamePortFails) {
       << read_file(err);
 }
 
+// /metrics labels requests by route, never by raw path: 1000 random unknown paths (404, and 401 under /v1/ without
+// the key) add one series each for "other", not 1000 — any client could otherwise grow the exposition without
+// bound, or put quotes and newlines into a label.
+TEST(ServeCli, MetricsStayBoundedUnderRandomUnknownPaths) {
+  ferry::test::TempDir dir("ferry-serve-metrics");
+  ASSERT_FALSE(tiny_model_folder(dir.path()).empty());
+  ServeProcess server(dir.path(), "metrics", {});
+  ASSERT_TRUE(server.ok()) << server.log();
+  httplib::Client http("127.0.0.1", server.port());
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000; ++i) {
+    const std::string tail = std::to_string(rng()) + (i % 3 == 0 ? "%22%0Aevil" : "");
+    auto r = i % 2 == 0 ? http.Get("/random/" + tail) : http.Post("/v1/random-" + tail, "{}", "application/json");
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->status, i % 2 == 0 ? 404 : 401) << i;
+  }
+  auto m = http.Get("/metrics");
+  ASSERT_TRUE(m);
+  int series = 0;
+  std::istringstream lines(m->body);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("ferry_http_requests_total{", 0) == 0) ++series;
+  EXPECT_LE(series, 4) << m->body;
+  EXPECT_NE(m->body.find("ferry_http_requests_total{endpoint=\"other\",status=\"404\"} 500"), std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("ferry_http_requests_total{endpoint=\"other\",status=\"401\"} 500"), std::string::npos)
+      << m->body;
+  EXPECT_EQ(m->body.find("evil"), std::string::npos);
+}
+
 TEST_F(ServeOpenAi, SigtermEndsStreamsCleanlyAndExitsZero) {
   ServeProcess server(dir_, "shutdown", {"--shutdown-timeout", "0.2"});
   ASSERT_TRUE(server.ok()) << server.log();
@@ -229,10 +268,7 @@ TEST_F(ServeOpenAi, SigtermEndsStreamsCleanlyAndExitsZero) {
 // equals `ferry generate`, streamed or not.
 TEST(ServeCli, Seq2SeqModelsServeCompletionsLikeGenerate) {
   ferry::test::TempDir dir("ferry-serve-t5");
-  const std::string demo = ferry_bin() + " demo --arch t5 --size tiny -n 2 --verify-steps 0 --cache-dir " +
-                           (dir.path() / "cache").string() + " > /dev/null 2>&1";
-  ASSERT_EQ(std::system(demo.c_str()), 0);
-  fs::copy(dir.path() / "cache" / "demo-t5-tiny-bf16", dir.path() / "model", fs::copy_options::recursive);
+  ASSERT_FALSE(tiny_model_folder(dir.path(), "t5").empty());
   const fs::path want = dir.path() / "want.json";
   ASSERT_EQ(std::system((ferry_bin() + " generate -m " + (dir.path() / "model").string() +
                          " -p 'translate English to German: hello' -n 8 --json > " + want.string() + " 2>/dev/null")
