@@ -1,6 +1,5 @@
 // ferry bench -m FOLDER — llama-bench-like throughput table: prompt processing (pp) and text generation (tg),
 // the latter also for batches of sequences decoded together (--batch 1,8,32).
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -122,11 +121,11 @@ void add_bench_command(CLI::App& app) {
       int64_t batch = 1;
     };
     std::vector<Row> rows;
-    // Untimed forwards first, as llama-bench warms up (a prompt of min(pp, 32) tokens, then one token): the first
-    // touch of mmap'd weights (page faults, or disk reads into the page cache), of the allocator's pools and of a
-    // GPU's GEMM library (cuBLAS picks its kernels on first use: it made the first pp512 run on an H200 3x slower)
+    // Untimed forwards first (the whole prompt, then one token): the first touch of mmap'd weights (page faults, or
+    // disk reads into the page cache), of the allocator's pools and of a GPU's GEMM library (cuBLAS picks its kernels
+    // per shape on first use: the first pp512 run on an H200 was 3x slower, and still 1.5x after a 32-token warm-up)
     // is a load cost, not throughput.
-    if (o->pp > 0) model.logits(random_ids(std::min<int64_t>(o->pp, 32), vocab, 6), model.make_cache(), 1).to(Device::cpu());
+    if (o->pp > 0) model.logits(random_ids(o->pp, vocab, 6), model.make_cache(), 1).to(Device::cpu());
     model.logits(random_ids(1, vocab, 7), model.make_cache(), 1).to(Device::cpu());
     if (o->pp > 0) {
       std::vector<double> tps;
