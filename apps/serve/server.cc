@@ -392,8 +392,9 @@ int Server::bind() {
   if (!ok)
     throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port), "serve",
                 "is another server using the port? pass --port (0 = any free port) or --host");
-  // cpp-httplib listens with a backlog of 5: a burst of clients connecting at once would see dropped SYNs (a
-  // second's delay each). Listening again on the bound socket only raises the backlog.
+  // cpp-httplib listens with a backlog of 5: a burst of 32 clients connecting at once overflowed it, the kernel fell
+  // back to SYN cookies and reset some of the connections ("Connection reset by peer" in the client). Listening
+  // again on the bound socket only raises the backlog.
   if (listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   return port;
 }
