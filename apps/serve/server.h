@@ -11,9 +11,10 @@
 //
 // Connections: cpp-httplib serves each connection on one worker thread for as long as it stays open. By default
 // every response closes its connection: an idle keep-alive connection would hold a worker, and a client pool that
-// reuses a connection just as the server's idle timeout closes it gets a connection error (seen with the openai
-// client's 5 s pool expiry against cpp-httplib's 5 s idle timeout under load). The listen backlog is SOMAXCONN
-// (cpp-httplib's own is 5), and the port is bound without SO_REUSEPORT, so a second server on a taken port fails.
+// reuses a connection just as the server's idle timeout closes it can get a connection error. The listen backlog is
+// SOMAXCONN: cpp-httplib's own 5 overflowed under a burst of connects (SYN cookies, then resets: the intermittent
+// connection errors of the 32-client test). The port is bound without SO_REUSEPORT, so a second server on a taken
+// port fails.
 #pragma once
 
 #include <atomic>

@@ -26,7 +26,7 @@ namespace ferry::ops {
 /// [S, H, Dv] (f32, f16 or bf16; the same number of heads as q); bias: [H, T, S] f32 added to scale · q·k, or
 /// undefined for none (T5's cross-attention). causal: query t sits at position q_offset + t and sees keys
 /// 0 .. q_offset + t (S ≥ q_offset + T); otherwise every query sees all S keys. Softmax in f32. Returns [T, H, Dv]
-/// f32. No accelerator kernel yet: inputs on an accelerator are computed on the host and the result copied back.
+/// f32 on q's device: a CUDA kernel on a GPU; on another accelerator it is computed on the host and copied back.
 Tensor attention_with_bias(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, int64_t q_offset,
                            bool causal, float scale = 1.0f);
 
