@@ -205,7 +205,12 @@ struct StagedReader::Impl {
     thread.join();
     if (have_ring) io_uring_queue_exit(&ring);
     std::lock_guard<std::mutex> lock(shared->mu);
-    for (auto& [key, r] : reads) shared->give_back_locked(r->buf, r->buf_size, r->overflow);
+    // A chunk not submitted when the reader stopped holds its read, which holds the chunk: break that cycle.
+    for (auto& r : queue) r->pending.clear();
+    for (auto& [key, r] : reads) {
+      r->pending.clear();
+      shared->give_back_locked(r->buf, r->buf_size, r->overflow);
+    }
     for (auto& [path, fd] : files) ::close(fd);
   }
 
