@@ -1,5 +1,6 @@
-// The model's chat template for the CLI and the server: from the folder (tokenizer_config.json "chat_template",
-// chat_template.jinja), a GGUF file (tokenizer.chat_template), or a file given with --chat-template.
+// Chat prompts for the CLI and the server, from the model's chat template (text::load_chat_template finds it: the
+// folder's tokenizer_config.json "chat_template" or chat_template.jinja, a GGUF file's tokenizer.chat_template, or a
+// file given with --chat-template).
 //
 // transformers: tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False), then the text
 // is tokenized without adding special tokens (the template writes BOS itself).
@@ -15,10 +16,6 @@
 #include "ferry/text/tokenizer.h"
 
 namespace ferry::cli {
-
-/// The template of `model` (a folder or a GGUF file), or of `override_file` when not empty. nullopt when the model
-/// has none. Throws ferry::Error for an unreadable file or a template that does not parse.
-std::optional<text::ChatTemplate> load_chat_template(const std::string& model, const std::string& override_file = {});
 
 /// The prompt ids of a conversation: the template rendered with add_generation_prompt, tokenized without special
 /// tokens (the template writes them).

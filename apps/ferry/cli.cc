@@ -216,37 +216,20 @@ void ProgressBar::finish() {
   std::fprintf(stderr, "%s: done in %.2f s\n", label_.c_str(), now_seconds() - start_);
 }
 
-int64_t kv_cache_bytes(const models::CausalLMInfo& info, int64_t tokens) {
-  // Keys and values of every layer in f32, plus the activations of one prefill chunk (hidden states, the MLP's
-  // intermediate, the logits row) — a planning margin, not an exact count.
-  const int64_t kv = info.kv_cache_bytes_per_token(DType::F32) * info.num_hidden_layers * tokens;
+int64_t kv_cache_bytes(const models::LanguageModelInfo& info, int64_t tokens) {
+  // Keys and values of every (decoder) layer in f32, plus the activations of one prefill chunk (hidden states, the
+  // MLP's intermediate, the logits row) — a planning margin, not an exact count.
+  const int64_t kv = info.kv_cache_bytes_per_token(DType::F32) * tokens;
   const int64_t act = tokens > 0 ? (tokens * info.hidden_size * 4 * 8 + info.vocab_size * 4 * 2) : 0;
   return kv + act;
 }
 
-int64_t kv_cache_bytes(const ModelSkeleton& skeleton, int64_t tokens) {
-  if (skeleton.causal) return kv_cache_bytes(skeleton.causal->info(), tokens);
-  const int64_t act = tokens > 0 ? (tokens * skeleton.hidden_size() * 4 * 8 + skeleton.vocab_size() * 4 * 2) : 0;
-  return skeleton.kv_bytes_per_token() * tokens + act;
-}
-
-std::string ModelSkeleton::architecture() const { return causal ? causal->info().architecture : seq2seq->info().architecture; }
-std::string ModelSkeleton::block_class() const { return causal ? causal->info().block_class : seq2seq->info().block_class; }
-int64_t ModelSkeleton::hidden_size() const { return causal ? causal->info().hidden_size : seq2seq->info().d_model; }
-int64_t ModelSkeleton::vocab_size() const { return causal ? causal->info().vocab_size : seq2seq->info().vocab_size; }
-int64_t ModelSkeleton::kv_bytes_per_token() const {
-  if (causal) return causal->info().kv_cache_bytes_per_token(DType::F32) * causal->info().num_hidden_layers;
-  const auto& i = seq2seq->info();
-  return models::kv_cache_bytes_per_token(i.num_heads, i.d_kv, DType::F32) * i.num_decoder_layers;
-}
-
-PlannedModel plan_model(const ModelSkeleton& skeleton_in, const ModelFlags& flags, DType dtype) {
-  const nn::Module& skeleton = skeleton_in.module();
+PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype) {
   PlannedModel out;
   PlanOptions& o = out.options;
   o.max_memory = flags.max_memory_value();
   o.no_split_module_classes = flags.no_split;
-  if (o.no_split_module_classes.empty()) o.no_split_module_classes = {skeleton_in.block_class()};
+  if (o.no_split_module_classes.empty()) o.no_split_module_classes = {skeleton.model_info().block_class};
   o.dtype = dtype;
   o.allow_disk = !flags.no_disk;
   auto dm = flags.device_map_value();
@@ -268,7 +251,7 @@ PlannedModel plan_model(const ModelSkeleton& skeleton_in, const ModelFlags& flag
         main = e.device;
         break;
       }
-    o.reservations.push_back({main, kv_cache_bytes(skeleton_in, flags.context),
+    o.reservations.push_back({main, kv_cache_bytes(skeleton.model_info(), flags.context),
                               "KV cache for " + std::to_string(flags.context) + " tokens"});
   }
   OffloadPlan planned = plan_with_offload_io(skeleton, parse_device_map_mode(mode), o,

@@ -84,45 +84,31 @@ class ProgressBar {
   bool finished_ = false;
 };
 
-/// A model built empty (meta, no bytes): a decoder-only CausalLM or an encoder-decoder Seq2SeqLM, with the facts
-/// planning and printing need from either.
-struct ModelSkeleton {
-  std::shared_ptr<models::CausalLM> causal;    // decoder-only models
-  std::shared_ptr<models::Seq2SeqLM> seq2seq;  // encoder-decoder models (T5)
-  nn::Module& module() const { return causal ? static_cast<nn::Module&>(*causal) : *seq2seq; }
-  std::string architecture() const;
-  std::string block_class() const;
-  /// f32 KV-cache bytes one token adds over all (decoder) layers, and the hidden and vocabulary sizes.
-  int64_t kv_bytes_per_token() const;
-  int64_t hidden_size() const;
-  int64_t vocab_size() const;
-};
-
 /// Plan for `skeleton` as the flags ask: the mode or map, budgets, the KV-cache reservation for --context.
 struct PlannedModel {
   DeviceMap device_map;
   PlanOptions options;  // what it was planned with (budgets, reservations), for format_plan
   OffloadIoChoice offload;  // how the disk part is read (--offload-io resolved) and the staging pool reserved for it
 };
-PlannedModel plan_model(const ModelSkeleton& skeleton, const ModelFlags& flags, DType dtype);
+PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype);
 
 /// The plan as a table (module, device, bytes, dtype) and totals per device including reservations.
 void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& plan);
 /// "cpu weights: zero-copy views of the checkpoint ..." or "copied ..." (--no-mmap, --mmap, --mlock resolved).
 void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedModel& plan);
 
-/// The architecture of `folder`'s config.json built empty (meta, no bytes) with weights of `dtype`.
-ModelSkeleton build_skeleton(const std::string& folder, DType dtype);
+/// The architecture of `folder`'s config.json (or a GGUF file's metadata) built empty (meta, no bytes) with weights
+/// of `dtype`: a decoder-only or an encoder-decoder model.
+std::shared_ptr<models::LanguageModel> build_skeleton(const std::string& folder, DType dtype);
 /// The same with the storage dtypes loading will give the weights: --quantize's type, or a GGUF file's quantized
 /// types (unless --dtype asks to dequantize), so the plan counts the bytes that will really be loaded.
-ModelSkeleton build_skeleton(const ModelFlags& flags, DType dtype);
+std::shared_ptr<models::LanguageModel> build_skeleton(const ModelFlags& flags, DType dtype);
 /// "q4_k + f32" — the dtypes of `model`'s parameters, the one holding most bytes first.
 std::string weights_dtypes(const nn::Module& model);
 /// --dtype, else config.json's dtype, else f32.
 DType flags_dtype(const ModelFlags& flags);
 
 /// The KV cache and activation bytes a context of `tokens` needs for this model in f32.
-int64_t kv_cache_bytes(const ModelSkeleton& skeleton, int64_t tokens);
-int64_t kv_cache_bytes(const models::CausalLMInfo& info, int64_t tokens);
+int64_t kv_cache_bytes(const models::LanguageModelInfo& info, int64_t tokens);
 
 }  // namespace ferry::cli

@@ -42,7 +42,7 @@ Stat stat(const std::vector<double>& xs) {
 // An encoder-decoder model: "enc" = the encoder over pp input tokens (tokens/s), "tg" = the decoder generating tg
 // tokens one per forward against that encoder output.
 void bench_seq2seq(LoadedModel& lm, int64_t pp, int64_t tg, int64_t reps, bool json) {
-  auto& model = *lm.seq2seq;
+  auto& model = dynamic_cast<models::Seq2SeqLM&>(*lm.model);
   const int64_t vocab = model.info().vocab_size, input = pp > 0 ? pp : 64;
   model.encode(random_ids(4, vocab, 7));  // warm-up, as for decoder-only models
   std::vector<std::pair<std::string, Stat>> rows;
@@ -101,12 +101,13 @@ void add_bench_command(CLI::App& app) {
     for (int64_t b : batches)
       if (b < 1) throw Error("batch sizes must be at least 1, got " + std::to_string(b), "--batch");
     LoadedModel lm = load_for_run(o->flags, o->json ? nullptr : stderr);
-    if (lm.seq2seq) {
+    // The tests differ by kind: an encoder's throughput for encoder-decoder models, a prefill for decoder-only ones.
+    if (lm.model->model_info().is_encoder_decoder) {
       if (batches.size() > 1 || batches[0] > 1)
         throw Error("--batch is not supported for encoder-decoder models yet", lm.architecture, "drop --batch");
       return bench_seq2seq(lm, o->pp, o->tg, o->reps, o->json);
     }
-    auto& model = *lm.model;
+    auto& model = dynamic_cast<models::CausalLM&>(*lm.model);
     const int64_t vocab = model.info().vocab_size;
     int64_t params = 0, bytes = 0;
     for (const auto& e : lm.usage.entries()) bytes += e.bytes;

@@ -25,12 +25,13 @@ struct ChatFlags {
 
 void run_chat(ChatFlags& f) {
   f.gen.model.apply();
-  const text::Tokenizer tok = load_tokenizer(f.gen.model.model);
-  std::optional<text::ChatTemplate> chat = load_chat_template(f.gen.model.model, f.chat_template);
+  const text::Tokenizer tok = text::load_tokenizer(f.gen.model.model);
+  std::optional<text::ChatTemplate> chat = text::load_chat_template(f.gen.model.model, f.chat_template);
   if (!chat) throw Error(no_chat_template_message(f.gen.model.model), "chat");
   LoadedModel lm = load_for_run(f.gen.model, stderr);
-  if (lm.seq2seq) throw Error("ferry chat needs a decoder-only chat model", f.gen.model.model, "use ferry generate -p");
-  const int64_t context = text::context_length(*lm.model);
+  if (lm.model->model_info().is_encoder_decoder)
+    throw Error("ferry chat needs a decoder-only chat model", f.gen.model.model, "use ferry generate -p");
+  const int64_t context = lm.model->context_length();
   text::GenerateOptions o = generate_options(f.gen, lm);
   o.add_special_tokens = false;
 

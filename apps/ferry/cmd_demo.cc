@@ -23,40 +23,25 @@ struct DemoOpts {
   int threads = 0;
 };
 
-// Max |offloaded - resident| over the recorded steps: the resident model replays prompt + generated tokens.
+// Max |offloaded - resident| over the recorded steps: the resident model replays the prompt (an encoder-decoder
+// model: encodes it and starts from its start token), then the generated tokens.
 double verify_against_resident(const std::filesystem::path& folder, const text::GenerateResult& r, int threads) {
   ModelFlags flags;
   flags.model = folder.string();
   flags.device_map = "cpu";
   flags.threads = threads;
   LoadedModel resident = load_for_run(flags, nullptr);
-  auto cache = resident.model->make_cache();
+  models::LanguageModel& model = *resident.model;
+  models::SequenceStart start =
+      model.start_sequence(std::vector<int64_t>(r.prompt_ids.begin(), r.prompt_ids.end()), DType::F32);
+  models::StepRow row{start.state, 0};
   double max_diff = 0;
   for (std::size_t step = 0; step < r.step_logits.size(); ++step) {
-    const text::TokenId last = step == 0 ? 0 : r.generated_ids[step - 1];
-    Tensor input = step == 0 ? text::token_ids_tensor(r.prompt_ids) : text::token_ids_tensor({&last, 1});
-    std::vector<float> want = resident.model->logits(input, cache, 1).to_vector<float>();
-    const auto& got = r.step_logits[step];
-    for (std::size_t i = 0; i < want.size(); ++i)
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - want[i])));
-  }
-  return max_diff;
-}
-
-// The same for an encoder-decoder model: the resident model encodes the prompt and replays the decoder's tokens.
-double verify_seq2seq_against_resident(const std::filesystem::path& folder, const text::GenerateResult& r, int threads) {
-  ModelFlags flags;
-  flags.model = folder.string();
-  flags.device_map = "cpu";
-  flags.threads = threads;
-  LoadedModel resident = load_for_run(flags, nullptr);
-  auto& model = *resident.seq2seq;
-  const Tensor enc = model.encode(text::token_ids_tensor(r.prompt_ids));
-  auto cache = model.make_cache();
-  double max_diff = 0;
-  for (std::size_t step = 0; step < r.step_logits.size(); ++step) {
-    const auto last = step == 0 ? static_cast<text::TokenId>(model.info().decoder_start_token_id) : r.generated_ids[step - 1];
-    std::vector<float> want = model.decode(text::token_ids_tensor({&last, 1}), enc, cache, 1).to_vector<float>();
+    const std::vector<int64_t> input =
+        step == 0 ? start.input : std::vector<int64_t>{r.generated_ids[step - 1]};
+    row.tokens = static_cast<int64_t>(input.size());
+    const Tensor ids = Tensor::from_vector(input, {row.tokens});
+    std::vector<float> want = model.forward_step(ids, {&row, 1}, 1).to_vector<float>();
     const auto& got = r.step_logits[step];
     for (std::size_t i = 0; i < want.size(); ++i)
       max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[i] - want[i])));
@@ -95,8 +80,8 @@ void add_demo_command(CLI::App& app) {
     flags.device_map = "auto";
     flags.threads = o->threads;
     {
-      const ModelSkeleton skeleton = build_skeleton(flags.model, DType::BF16);
-      const int64_t total = compute_module_sizes(skeleton.module()).total();
+      const auto skeleton = build_skeleton(flags.model, DType::BF16);
+      const int64_t total = compute_module_sizes(*skeleton).total();
       flags.max_memory = "cpu=" + std::to_string(static_cast<int64_t>(total * o->budget_fraction));
       std::printf("model folder: %s (%s)\ncpu budget:   %s of %s (the rest is read from disk for each forward)\n\n",
                   folder.string().c_str(), format_bytes(total).c_str(),
@@ -104,7 +89,7 @@ void add_demo_command(CLI::App& app) {
       std::fflush(stdout);
     }
     LoadedModel lm = load_for_run(flags, stdout);
-    text::Tokenizer tok = load_tokenizer(flags.model);
+    text::Tokenizer tok = text::load_tokenizer(flags.model);
     text::GenerateOptions g;
     g.stop.max_new_tokens = static_cast<std::size_t>(o->n_tokens);
     g.stop.eos_token_ids = {};  // random weights: let it run the full length
@@ -117,20 +102,18 @@ void add_demo_command(CLI::App& app) {
       std::fflush(stdout);
       return true;
     };
-    auto r = t5 ? text::generate(*lm.seq2seq, tok, o->prompt, g, print) : text::generate(*lm.model, tok, o->prompt, g, print);
+    auto r = text::generate(*lm.model, tok, o->prompt, g, print);
     const auto& t = r.timings;
     std::printf("\n---\nload %.2f s | prefill %zu tokens at %.2f tok/s | decode %zu tokens at %.2f tok/s\n",
                 lm.load_seconds, t.prompt_tokens, t.prefill_tokens_per_second(), t.generated_tokens,
                 t.decode_tokens_per_second());
     std::printf("streamed %s of weights from disk per forward\n", format_bytes(lm.streamed_bytes_per_forward).c_str());
     lm.model.reset();
-    lm.seq2seq.reset();
 
     if (!r.step_logits.empty()) {
       std::printf("\nchecking the first %zu steps' logits against a fully resident run ...\n", r.step_logits.size());
       std::fflush(stdout);
-      const double diff = t5 ? verify_seq2seq_against_resident(folder, r, o->threads)
-                             : verify_against_resident(folder, r, o->threads);
+      const double diff = verify_against_resident(folder, r, o->threads);
       std::printf("max |offloaded - resident| logit difference: %g%s\n", diff, diff == 0 ? " (bit-exact)" : "");
       if (!(diff <= 1e-3))
         throw Error("the offloaded run disagrees with the resident one (max difference " + std::to_string(diff) + ")",

@@ -98,15 +98,15 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     if (chat_ids) ids = *chat_ids;
     if (!f.prompt_ids.empty())
       for (int64_t v : parse_int_list(f.prompt_ids, "--prompt-ids")) ids.push_back(static_cast<text::TokenId>(v));
-    r = lm.seq2seq ? text::generate(*lm.seq2seq, tok ? &*tok : nullptr, ids, o, stream)
-                   : text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
+    r = text::generate(*lm.model, tok ? &*tok : nullptr, ids, o, stream);
   } else {
     if (!tok)
       throw Error(ErrorKind::NotFound, "no tokenizer.json in the model folder", f.model.model,
                   "pass token ids with --prompt-ids");
     if (!f.json) std::printf("%s", prompt.c_str());
-    if (!f.json && lm.seq2seq) std::printf("\n");  // an encoder-decoder model's output is not a continuation
-    r = lm.seq2seq ? text::generate(*lm.seq2seq, *tok, prompt, o, stream) : text::generate(*lm.model, *tok, prompt, o, stream);
+    // An encoder-decoder model's output is not a continuation.
+    if (!f.json && lm.model->model_info().is_encoder_decoder) std::printf("\n");
+    r = text::generate(*lm.model, *tok, prompt, o, stream);
   }
   const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
   const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, r.timings.prefill_seconds + r.timings.decode_seconds);
@@ -169,17 +169,17 @@ void add_generate_command(CLI::App& app) {
     if (models::is_gguf_file(f->model.model)) {
       // A GGUF tokenizer ferry cannot reproduce is an error only when text has to be tokenized.
       try {
-        tok = load_tokenizer(f->model.model);
+        tok = text::load_tokenizer(f->model.model);
       } catch (const Error& e) {
         if (f->prompt_ids.empty()) throw;
       }
     } else if (std::filesystem::exists(std::filesystem::path(f->model.model) / "tokenizer.json")) {
-      tok = load_tokenizer(f->model.model);
+      tok = text::load_tokenizer(f->model.model);
     }
     std::vector<text::TokenId> chat_ids;
     if (!f->chat.empty()) {  // before loading: a model without a template fails fast
       if (!tok) throw Error("--chat needs the model's tokenizer", f->model.model, "use --prompt-ids");
-      std::optional<text::ChatTemplate> chat = load_chat_template(f->model.model, f->chat_template);
+      std::optional<text::ChatTemplate> chat = text::load_chat_template(f->model.model, f->chat_template);
       if (!chat) throw Error(no_chat_template_message(f->model.model), "generate --chat");
       nlohmann::json messages = nlohmann::json::array();
       if (!f->system.empty()) messages.push_back({{"role", "system"}, {"content", f->system}});

@@ -25,8 +25,8 @@ void add_offload_command(CLI::App& app) {
     if (f.offload_folder.empty())
       throw Error("no --offload-folder given", "offload", "pass --offload-folder DIR (created if missing)");
     const DType dtype = flags_dtype(f);
-    const ModelSkeleton skeleton = build_skeleton(f.model, dtype);
-    PlannedModel plan = plan_model(skeleton, f, dtype);
+    const auto skeleton = build_skeleton(f.model, dtype);
+    PlannedModel plan = plan_model(*skeleton, f, dtype);
     const std::filesystem::path dir = f.offload_folder;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);

@@ -12,20 +12,17 @@
 
 namespace ferry::cli {
 
-ModelSkeleton build_skeleton(const std::string& folder, DType dtype) {
+std::shared_ptr<models::LanguageModel> build_skeleton(const std::string& folder, DType dtype) {
   auto config = models::read_model_config(folder);  // config.json, or a GGUF file's metadata
   auto guard = nn::init_empty_weights();
-  ModelSkeleton s;
-  if (models::is_seq2seq_config(config)) s.seq2seq = models::AutoModelForSeq2SeqLM::from_config(config, dtype);
-  else s.causal = models::AutoModelForCausalLM::from_config(config, dtype);
-  return s;
+  return models::language_model_from_config(config, dtype);
 }
 
-ModelSkeleton build_skeleton(const ModelFlags& flags, DType dtype) {
-  ModelSkeleton skeleton = build_skeleton(flags.model, dtype);
-  if (const auto q = flags.quantize_value()) quantize_weights(skeleton.module(), *q);
+std::shared_ptr<models::LanguageModel> build_skeleton(const ModelFlags& flags, DType dtype) {
+  std::shared_ptr<models::LanguageModel> skeleton = build_skeleton(flags.model, dtype);
+  if (const auto q = flags.quantize_value()) quantize_weights(*skeleton, *q);
   else if (models::is_gguf_file(flags.model) && !flags.dtype_value())
-    models::use_gguf_storage_dtypes(skeleton.module(), io::GgufFile::open(flags.model));
+    models::use_gguf_storage_dtypes(*skeleton, io::GgufFile::open(flags.model));
   return skeleton;
 }
 
@@ -58,15 +55,15 @@ void add_plan_command(CLI::App& app) {
   cmd->callback([o] {
     o->flags.apply();
     const DType dtype = flags_dtype(o->flags);
-    const ModelSkeleton skeleton = build_skeleton(o->flags, dtype);
-    PlannedModel plan = plan_model(skeleton, o->flags, dtype);
+    const auto skeleton = build_skeleton(o->flags, dtype);
+    PlannedModel plan = plan_model(*skeleton, o->flags, dtype);
     if (o->json) {
       std::printf("%s\n", plan.device_map.to_json(2).c_str());
       return;
     }
-    std::printf("%s (%s), %s weights\n\n", skeleton.architecture().c_str(), o->flags.model.c_str(),
-                weights_dtypes(skeleton.module()).c_str());
-    print_plan(stdout, skeleton.module(), plan);
+    std::printf("%s (%s), %s weights\n\n", skeleton->model_info().architecture.c_str(),
+                o->flags.model.c_str(), weights_dtypes(*skeleton).c_str());
+    print_plan(stdout, *skeleton, plan);
     print_cpu_weights(stdout, o->flags, plan);
   });
 }

@@ -63,12 +63,10 @@ std::size_t kv_budget(const ServeFlags& f, const LoadedModel& lm, int64_t contex
       throw e.with_context("--max-kv-memory");
     }
   }
-  ModelSkeleton s;
-  s.causal = lm.model;
-  s.seq2seq = lm.seq2seq;
-  if (f.model.context > 0) return static_cast<std::size_t>(kv_cache_bytes(s, f.model.context));
+  const models::LanguageModelInfo& info = lm.model->model_info();
+  if (f.model.context > 0) return static_cast<std::size_t>(kv_cache_bytes(info, f.model.context));
   // Every running sequence may fill the context: that much for each, up to half the RAM still available.
-  const int64_t per_seq = context < (int64_t{1} << 40) ? kv_cache_bytes(s, context) : kv_cache_bytes(s, 4096);
+  const int64_t per_seq = context < (int64_t{1} << 40) ? kv_cache_bytes(info, context) : kv_cache_bytes(info, 4096);
   return static_cast<std::size_t>(std::min<int64_t>(per_seq * f.max_batch, io::cacheable_ram_bytes() / 2));
 }
 
@@ -78,13 +76,13 @@ void run_serve(const ServeFlags& f) {
   const bool gguf = models::is_gguf_file(f.model.model);
   if (gguf || std::filesystem::exists(std::filesystem::path(f.model.model) / "tokenizer.json")) {
     try {
-      tok = load_tokenizer(f.model.model);
+      tok = text::load_tokenizer(f.model.model);
     } catch (const Error& e) {
       if (!gguf) throw;
       std::fprintf(stderr, "warning: %s\n  only token-id prompts will be served\n", e.what());
     }
   }
-  std::optional<text::ChatTemplate> chat = load_chat_template(f.model.model, f.chat_template);
+  std::optional<text::ChatTemplate> chat = text::load_chat_template(f.model.model, f.chat_template);
   if (!chat) std::fprintf(stderr, "note: %s\n  /v1/chat/completions will answer 400; /v1/completions works\n",
                           no_chat_template_message(f.model.model).c_str());
 
@@ -93,10 +91,8 @@ void run_serve(const ServeFlags& f) {
   eo.batch.max_batch_size = f.max_batch;
   eo.max_queue = f.max_queue;
   eo.context = f.ctx;
-  eo.batch.max_kv_cache_bytes = kv_budget(f, lm, serve::sequence_context(lm.model.get(), f.ctx));
-  std::unique_ptr<serve::Engine> engine =
-      lm.seq2seq ? std::make_unique<serve::Engine>(*lm.seq2seq, tok ? &*tok : nullptr, eo)
-                 : std::make_unique<serve::Engine>(*lm.model, tok ? &*tok : nullptr, eo);
+  eo.batch.max_kv_cache_bytes = kv_budget(f, lm, serve::sequence_context(*lm.model, f.ctx));
+  auto engine = std::make_unique<serve::Engine>(*lm.model, tok ? &*tok : nullptr, eo);
 
   serve::ServerOptions so;
   so.host = f.host;

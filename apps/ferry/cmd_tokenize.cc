@@ -6,19 +6,9 @@
 #include "ferry/core/error.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/text/tokenizer.h"
-#include "run_model.h"
+#include "ferry/text/pretrained.h"
 
 namespace ferry::cli {
-
-text::Tokenizer load_tokenizer(const std::string& folder) {
-  if (models::is_gguf_file(folder))  // the tokenizer in the file's metadata, as a tokenizer.json document
-    return text::Tokenizer::from_json(models::gguf_tokenizer_json(io::GgufFile::open(folder)).dump(), folder);
-  auto path = std::filesystem::path(folder) / "tokenizer.json";
-  if (!std::filesystem::exists(path))
-    throw Error(ErrorKind::NotFound, "no tokenizer.json in the model folder", folder,
-                "give token ids with --prompt-ids instead");
-  return text::Tokenizer::from_file(path);
-}
 
 void add_tokenize_command(CLI::App& app) {
   struct Opts {
@@ -33,7 +23,7 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--no-special", o->no_special, "do not add BOS/EOS (encode) / skip special tokens (decode)");
   cmd->add_flag("--pieces", o->pieces, "print each id with its token string");
   cmd->callback([o] {
-    text::Tokenizer tok = load_tokenizer(o->model);
+    text::Tokenizer tok = text::load_tokenizer(o->model);
     if (o->decode) {
       std::vector<text::TokenId> ids;
       for (int64_t v : parse_int_list(o->text, "text")) ids.push_back(static_cast<text::TokenId>(v));

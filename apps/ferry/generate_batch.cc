@@ -41,12 +41,7 @@ std::size_t kv_budget(const GenerateFlags& f, const LoadedModel& lm) {
       throw e.with_context("--max-kv-memory");
     }
   }
-  if (f.model.context > 0) {
-    ModelSkeleton s;
-    s.causal = lm.model;
-    s.seq2seq = lm.seq2seq;
-    return static_cast<std::size_t>(kv_cache_bytes(s, f.model.context));
-  }
+  if (f.model.context > 0) return static_cast<std::size_t>(kv_cache_bytes(lm.model->model_info(), f.model.context));
   return static_cast<std::size_t>(io::cacheable_ram_bytes() / 2);
 }
 
@@ -112,7 +107,7 @@ void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optiona
   bo.max_batch_size = f.batch;
   bo.max_kv_cache_bytes = kv_budget(f, lm);
   const text::Tokenizer* tp = tok ? &*tok : nullptr;
-  text::BatchGenerator gen = lm.seq2seq ? text::BatchGenerator(*lm.seq2seq, tp, bo) : text::BatchGenerator(*lm.model, tp, bo);
+  text::BatchGenerator gen(*lm.model, tp, bo);
   const text::GenerateOptions defaults = generate_options(f, lm);
 
   // Sequences in input order; a line that cannot even be queued keeps its error as its result.
@@ -144,10 +139,7 @@ void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optiona
     early[i] = std::move(refused);
   }
   if (!f.json) {
-    ModelSkeleton sk;
-    sk.causal = lm.model;
-    sk.seq2seq = lm.seq2seq;
-    const int64_t per_token = sk.kv_bytes_per_token();
+    const int64_t per_token = lm.model->model_info().kv_cache_bytes_per_token(DType::F32);
     std::fprintf(stderr, "batch: %zu prompts, up to %lld at once; KV cache budget %s (%lld tokens)\n", prompts.size(),
                  static_cast<long long>(f.batch), format_bytes(static_cast<int64_t>(bo.max_kv_cache_bytes)).c_str(),
                  static_cast<long long>(static_cast<int64_t>(bo.max_kv_cache_bytes) / std::max<int64_t>(per_token, 1)));

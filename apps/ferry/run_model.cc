@@ -13,64 +13,30 @@
 #include "ferry/core/error.h"
 #include "ferry/models/config.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/text/pretrained.h"
 
 namespace ferry::cli {
-namespace {
-
-void add_ids(const nlohmann::json& v, std::vector<text::TokenId>& out) {
-  if (v.is_number_integer()) out.push_back(v.get<text::TokenId>());
-  if (v.is_array())
-    for (const auto& x : v)
-      if (x.is_number_integer()) out.push_back(x.get<text::TokenId>());
-}
-
-std::vector<text::TokenId> eos_ids(const std::string& folder) {
-  std::vector<text::TokenId> out;
-  if (models::is_gguf_file(folder)) {  // llama.cpp's key for the end-of-sequence id
-    if (auto id = io::GgufFile::open(folder).get_int("tokenizer.ggml.eos_token_id"))
-      out.push_back(static_cast<text::TokenId>(*id));
-    return out;
-  }
-  auto gen = std::filesystem::path(folder) / "generation_config.json";
-  if (std::filesystem::exists(gen)) {
-    try {
-      std::ifstream in(gen);
-      auto j = nlohmann::json::parse(in);
-      if (j.contains("eos_token_id")) add_ids(j["eos_token_id"], out);
-    } catch (const std::exception&) {
-      // generation_config.json is advisory; config.json below still names the EOS ids.
-    }
-  }
-  if (out.empty()) {
-    auto config = models::ConfigJson::read(folder);
-    if (config.json().contains("eos_token_id")) add_ids(config.json()["eos_token_id"], out);
-  }
-  return out;
-}
-
-}  // namespace
 
 LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   flags.apply();
   LoadedModel out;
   out.dtype = flags_dtype(flags);
-  ModelSkeleton skeleton = build_skeleton(flags, out.dtype);
-  const bool seq2seq = skeleton.seq2seq != nullptr;
-  out.architecture = skeleton.architecture();
-  out.plan = plan_model(skeleton, flags, out.dtype);
-  out.usage = device_map_usage(skeleton.module(), out.plan.device_map, out.dtype);
-  const ModuleSizes sizes = compute_module_sizes(skeleton.module(), out.dtype);
+  std::shared_ptr<models::LanguageModel> skeleton = build_skeleton(flags, out.dtype);
+  out.architecture = skeleton->model_info().architecture;
+  out.plan = plan_model(*skeleton, flags, out.dtype);
+  out.usage = device_map_usage(*skeleton, out.plan.device_map, out.dtype);
+  const ModuleSizes sizes = compute_module_sizes(*skeleton, out.dtype);
   const Device main = main_accelerator(out.plan.device_map).value_or(Device::cpu());
   for (const auto& [name, d] : out.plan.device_map)
     if (d.is_disk() || (d.is_cpu() && !main.is_cpu())) out.streamed_bytes_per_forward += sizes[name];
   if (log) {
-    std::fprintf(log, "%s, %s weights, plan:\n\n", out.architecture.c_str(), weights_dtypes(skeleton.module()).c_str());
-    print_plan(log, skeleton.module(), out.plan);
+    std::fprintf(log, "%s, %s weights, plan:\n\n", out.architecture.c_str(), weights_dtypes(*skeleton).c_str());
+    print_plan(log, *skeleton, out.plan);
     print_cpu_weights(log, flags, out.plan);
     std::fprintf(log, "\n");
     std::fflush(log);
   }
-  skeleton = ModelSkeleton{};
+  skeleton.reset();
 
   models::FromPretrainedOptions o = flags.from_pretrained_options();
   o.device_map = out.plan.device_map;
@@ -85,11 +51,10 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   ProgressBar bar("loading");
   o.on_progress = [&bar](const LoadProgress& p) { bar.update(p); };
   auto t0 = std::chrono::steady_clock::now();
-  if (seq2seq) out.seq2seq = models::AutoModelForSeq2SeqLM::from_pretrained(flags.model, o);
-  else out.model = models::AutoModelForCausalLM::from_pretrained(flags.model, o);
+  out.model = models::load_language_model(flags.model, o);
   out.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bar.finish();
-  out.eos_token_ids = eos_ids(flags.model);
+  out.eos_token_ids = text::load_eos_token_ids(flags.model);
   return out;
 }
 

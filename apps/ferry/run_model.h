@@ -6,15 +6,14 @@
 #include <vector>
 
 #include "cli.h"
-#include "ferry/models/causal_lm.h"
-#include "ferry/models/seq2seq_lm.h"
+#include "ferry/models/language_model.h"
+#include "ferry/text/pretrained.h"
 #include "ferry/text/tokenizer.h"
 
 namespace ferry::cli {
 
 struct LoadedModel {
-  std::shared_ptr<models::CausalLM> model;     // a decoder-only model (null for an encoder-decoder one)
-  std::shared_ptr<models::Seq2SeqLM> seq2seq;  // an encoder-decoder model (T5), else null
+  std::shared_ptr<models::LanguageModel> model;  // decoder-only or encoder-decoder
   std::string architecture;
   PlannedModel plan;
   DType dtype = DType::F32;
@@ -23,7 +22,7 @@ struct LoadedModel {
   int64_t streamed_bytes_per_forward = 0;
   /// Weight bytes per device as planned.
   MaxMemory usage;
-  std::vector<text::TokenId> eos_token_ids;  // config.json / generation_config.json
+  std::vector<text::TokenId> eos_token_ids;  // text::load_eos_token_ids
   /// The reader of disk-placed weights when they are read direct (plan.offload), for the end-of-run figures.
   std::shared_ptr<io::StagedReader> staged_reader;
 };
@@ -49,8 +48,5 @@ std::string h2d_line(const H2dTraffic& t);
 
 /// Plans, prints the plan to `log` (nullptr: nothing), loads. Throws ferry::Error with what to do.
 LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log);
-
-/// tokenizer.json of the folder (throws when absent).
-text::Tokenizer load_tokenizer(const std::string& folder);
 
 }  // namespace ferry::cli

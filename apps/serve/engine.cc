@@ -75,22 +75,15 @@ void RequestStream::finish(text::SequenceResult r, bool server_failed) {
 // ---------------------------------------------------------------------------------------------------------------
 // Engine
 
-int64_t sequence_context(const models::CausalLM* causal, int64_t requested) {
-  int64_t context = causal ? text::context_length(*causal) : std::numeric_limits<int64_t>::max();
+int64_t sequence_context(const models::LanguageModel& model, int64_t requested) {
+  int64_t context = model.context_length();
   if (requested > 0) context = std::min(context, requested);
   return context;
 }
 
-Engine::Engine(models::CausalLM& model, const text::Tokenizer* tokenizer, EngineOptions options)
-    : Engine(&model, nullptr, tokenizer, std::move(options)) {}
-
-Engine::Engine(models::Seq2SeqLM& model, const text::Tokenizer* tokenizer, EngineOptions options)
-    : Engine(nullptr, &model, tokenizer, std::move(options)) {}
-
-Engine::Engine(models::CausalLM* causal, models::Seq2SeqLM* seq2seq, const text::Tokenizer* tokenizer,
-               EngineOptions options)
-    : causal_(causal), seq2seq_(seq2seq), tokenizer_(tokenizer), options_(std::move(options)),
-      context_(sequence_context(causal, options_.context)) {
+Engine::Engine(models::LanguageModel& model, const text::Tokenizer* tokenizer, EngineOptions options)
+    : model_(model), tokenizer_(tokenizer), options_(std::move(options)),
+      context_(sequence_context(model, options_.context)) {
   generator_ = make_generator();
   thread_ = std::thread([this] { loop(); });
 }
@@ -106,8 +99,7 @@ Engine::~Engine() {
 }
 
 std::unique_ptr<text::BatchGenerator> Engine::make_generator() const {
-  return causal_ ? std::make_unique<text::BatchGenerator>(*causal_, tokenizer_, options_.batch)
-                 : std::make_unique<text::BatchGenerator>(*seq2seq_, tokenizer_, options_.batch);
+  return std::make_unique<text::BatchGenerator>(model_, tokenizer_, options_.batch);
 }
 
 std::shared_ptr<RequestStream> Engine::submit(std::vector<text::TokenId> prompt_ids, text::GenerateOptions options) {

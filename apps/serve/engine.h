@@ -30,10 +30,11 @@ struct EngineOptions {
   int64_t context = 0;       // tokens a sequence may hold (prompt + generated); 0 = the model's maximum
 };
 
-/// Tokens a sequence may hold (prompt + generated) when serving `causal` (nullptr: an encoder-decoder model, whose
-/// relative positions have no limit: INT64_MAX) with EngineOptions::context = `requested` (0: the model's
-/// max_position_embeddings). The engine's context(); the CLI sizes the KV budget with it before the engine exists.
-int64_t sequence_context(const models::CausalLM* causal, int64_t requested);
+/// Tokens a sequence may hold (prompt + generated) when serving `model` with EngineOptions::context = `requested`
+/// (0: the model's own context, LanguageModel::context_length — INT64_MAX for an encoder-decoder model, whose
+/// relative positions have no limit). The engine's context(); the CLI sizes the KV budget with it before the engine
+/// exists.
+int64_t sequence_context(const models::LanguageModel& model, int64_t requested);
 
 /// One request's tokens, from the engine thread to the handler that streams them. Thread-safe.
 class RequestStream {
@@ -86,8 +87,8 @@ struct EngineStats {
 
 class Engine {
  public:
-  Engine(models::CausalLM& model, const text::Tokenizer* tokenizer, EngineOptions options);
-  Engine(models::Seq2SeqLM& model, const text::Tokenizer* tokenizer, EngineOptions options);
+  /// `model` (decoder-only or encoder-decoder) and `tokenizer` (may be null) must outlive the engine.
+  Engine(models::LanguageModel& model, const text::Tokenizer* tokenizer, EngineOptions options);
   ~Engine();  // cancels what is left and joins the thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -106,17 +107,15 @@ class Engine {
   int64_t max_requests() const noexcept { return options_.batch.max_batch_size + options_.max_queue; }
   /// Tokens a sequence may hold (prompt + generated); INT64_MAX when unlimited (encoder-decoder models).
   int64_t context() const noexcept { return context_; }
-  bool is_seq2seq() const noexcept { return seq2seq_ != nullptr; }
+  bool is_seq2seq() const noexcept { return model_.model_info().is_encoder_decoder; }
   const text::Tokenizer* tokenizer() const noexcept { return tokenizer_; }
 
  private:
-  Engine(models::CausalLM* causal, models::Seq2SeqLM* seq2seq, const text::Tokenizer* tokenizer, EngineOptions options);
   std::unique_ptr<text::BatchGenerator> make_generator() const;
   void loop();
   void fail_all(const std::string& why);
 
-  models::CausalLM* causal_;
-  models::Seq2SeqLM* seq2seq_;
+  models::LanguageModel& model_;
   const text::Tokenizer* tokenizer_;
   EngineOptions options_;
   int64_t context_;

@@ -1,6 +1,7 @@
-// model.generate(...): text::generate with transformers' keyword names. The GIL is released while the model runs;
-// it is taken back once per token to call the streamer and to check for Ctrl-C (PyErr_CheckSignals), so a
-// KeyboardInterrupt stops a long generation at the next token and is raised from generate().
+// model.generate(...): text::generate (one prompt) or text::BatchGenerator (several: one forward per step for all
+// of them) with transformers' keyword names. The GIL is released while the model runs; it is taken back once per
+// token to call the streamer and to check for Ctrl-C (PyErr_CheckSignals), so a KeyboardInterrupt stops a long
+// generation at the next token and is raised from generate().
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -10,6 +11,7 @@
 
 #include "bindings.h"
 #include "ferry/core/error.h"
+#include "ferry/text/batch_generate.h"
 #include "ferry/text/generate.h"
 #include "model.h"
 
@@ -33,8 +35,13 @@ struct GenerateOutput {
   text::GenerateTimings timings;
 };
 
-// Runs one sequence with the GIL released, calling back into Python once per token.
-text::GenerateResult run_one(Model& m, const std::vector<TokenId>& prompt, const Settings& s) {
+// Runs the prompts with the GIL released, calling back into Python once per token: one through text::generate, several
+// through a BatchGenerator (the same tokens each would give alone; the weights are read once per step for all).
+std::vector<text::GenerateResult> run(Model& m, const std::vector<std::vector<TokenId>>& prompts, const Settings& s) {
+  if (prompts.size() > 1 && !s.streamer.is_none())
+    throw Error("a streamer takes one sequence, and " + std::to_string(prompts.size()) + " prompts were given",
+                "generate", "generate the prompts one at a time to stream each (transformers' streamers also take "
+                "batch size 1)");
   std::optional<nb::python_error> pending;  // a KeyboardInterrupt or the streamer's exception
   const text::Tokenizer* tok = m.tokenizer ? &*m.tokenizer : nullptr;
   const bool has_streamer = !s.streamer.is_none();
@@ -54,15 +61,25 @@ text::GenerateResult run_one(Model& m, const std::vector<TokenId>& prompt, const
       return false;
     }
   };
-  text::GenerateResult result;
+  std::vector<text::GenerateResult> results;
+  std::string failed;
   {
     nb::gil_scoped_release release;
     std::lock_guard lock(*m.mutex);
-    if (m.causal) result = text::generate(*m.causal, tok, prompt, s.options, on_token);
-    else result = text::generate(*m.seq2seq, tok, prompt, s.options, on_token);
+    if (prompts.size() == 1) {
+      results.push_back(text::generate(*m.model, tok, prompts.front(), s.options, on_token));
+    } else {
+      text::BatchGenerator batch(*m.model, tok, {.max_batch_size = static_cast<int64_t>(prompts.size())});
+      for (const auto& p : prompts) batch.add(p, s.options, on_token);
+      for (text::SequenceResult& r : batch.run()) {  // in add order
+        if (!r.ok() && failed.empty()) failed = "prompt " + std::to_string(r.id) + ": " + r.error;
+        results.push_back(std::move(r.result));
+      }
+    }
   }
   if (pending) throw *pending;
-  return result;
+  if (!failed.empty()) throw Error(failed, "generate");
+  return results;
 }
 
 nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, bool do_sample, float temperature,
@@ -95,16 +112,15 @@ nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, boo
     for (const auto& row : token_rows_arg(inputs, &two_d)) prompts.emplace_back(row.begin(), row.end());
   }
 
-  std::vector<text::GenerateResult> results;
-  for (const auto& p : prompts) results.push_back(run_one(m, p, s));
+  const std::vector<text::GenerateResult> results = run(m, prompts, s);
 
   // Sequences as transformers returns them: causal = prompt + generated; seq2seq = start token + generated;
   // rows of different lengths padded at the end with the first EOS id (or 0).
   std::vector<std::vector<int64_t>> rows;
   for (const auto& r : results) {
     std::vector<int64_t> row;
-    if (m.causal) row.assign(r.prompt_ids.begin(), r.prompt_ids.end());
-    else row.push_back(m.seq2seq->info().decoder_start_token_id);
+    if (m.info().is_encoder_decoder) row.push_back(m.info().decoder_start_token_id);
+    else row.assign(r.prompt_ids.begin(), r.prompt_ids.end());
     row.insert(row.end(), r.generated_ids.begin(), r.generated_ids.end());
     rows.push_back(std::move(row));
   }

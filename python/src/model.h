@@ -1,5 +1,6 @@
-// The object behind ferry's Python model classes: a loaded (or skeleton) causal or encoder-decoder model, its
-// tokenizer when the folder has one, the ids that end generation, and the device map it was dispatched with.
+// The object behind ferry's Python model classes: a loaded (or skeleton) language model — decoder-only or
+// encoder-decoder — with what text::from_pretrained found beside it (tokenizer, chat template, EOS ids); the device
+// map it was dispatched with is the model's own (LanguageModel::hf_device_map).
 #pragma once
 
 #include <memory>
@@ -9,9 +10,8 @@
 #include <vector>
 
 #include "ferry/big_modeling/device_map.h"
-#include "ferry/models/causal_lm.h"
 #include "ferry/models/config.h"
-#include "ferry/models/seq2seq_lm.h"
+#include "ferry/models/language_model.h"
 #include "ferry/nn/module.h"
 #include "ferry/text/chat_template.h"
 #include "ferry/text/tokenizer.h"
@@ -19,20 +19,23 @@
 namespace ferry::python {
 
 struct Model {
-  std::shared_ptr<models::CausalLM> causal;    // exactly one of these two is set
-  std::shared_ptr<models::Seq2SeqLM> seq2seq;
+  std::shared_ptr<models::LanguageModel> model;
   std::optional<models::ConfigJson> config;
   std::optional<text::Tokenizer> tokenizer;
-  std::shared_ptr<const text::ChatTemplate> chat_template;  // the folder's, when it has one
+  std::shared_ptr<const text::ChatTemplate> chat_template;  // the model's, when it has one
   std::vector<text::TokenId> eos_token_ids;
-  std::optional<DeviceMap> device_map;         // transformers' hf_device_map; unset for a resident load
+  bool device_map_given = false;  // from_pretrained had a device_map: hf_device_map is set (transformers' rule)
   std::string name_or_path;
   /// Forwards and generations of one model run one at a time (hooks and caches are not shared-safe); taken with the
   /// GIL released, so a thread waiting for it never blocks Python.
   std::shared_ptr<std::mutex> mutex = std::make_shared<std::mutex>();
 
-  nn::Module& module() const { return causal ? static_cast<nn::Module&>(*causal) : static_cast<nn::Module&>(*seq2seq); }
-  std::string block_class() const { return causal ? causal->info().block_class : seq2seq->info().block_class; }
+  nn::Module& module() const { return *model; }
+  const models::LanguageModelInfo& info() const { return model->model_info(); }
+  /// transformers' hf_device_map: the map the model was dispatched with, when from_pretrained was given one.
+  std::optional<DeviceMap> hf_device_map() const {
+    return device_map_given ? model->hf_device_map() : std::nullopt;
+  }
 };
 
 }  // namespace ferry::python

@@ -5,20 +5,12 @@
 #include <nanobind/stl/vector.h>
 
 #include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-
 #include "bindings.h"
-#include "ferry/big_modeling/auto_device_map.h"
-#include "ferry/big_modeling/offload_plan.h"
-#include "ferry/big_modeling/quantize.h"
 #include "ferry/core/error.h"
-#include "ferry/io/gguf.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gguf_model.h"
-#include "ferry/nn/empty_weights.h"
 #include "ferry/text/generate.h"
+#include "ferry/text/pretrained.h"
 #include "model.h"
 #include "tokenizer_loading.h"
 
@@ -28,36 +20,6 @@ namespace {
 using namespace nb::literals;
 namespace fs = std::filesystem;
 
-void add_ids(const nlohmann::json& v, std::vector<text::TokenId>& out) {
-  if (v.is_number_integer()) out.push_back(v.get<text::TokenId>());
-  if (v.is_array())
-    for (const auto& x : v)
-      if (x.is_number_integer()) out.push_back(x.get<text::TokenId>());
-}
-
-// The ids that end generation, as transformers finds them: generation_config.json, else config.json.
-std::vector<text::TokenId> eos_ids_of(const fs::path& path, const Model& model) {
-  std::vector<text::TokenId> out;
-  if (model.seq2seq) {
-    for (int64_t id : model.seq2seq->info().eos_token_ids) out.push_back(static_cast<text::TokenId>(id));
-    return out;
-  }
-  if (models::is_gguf_file(path)) {
-    if (auto id = io::GgufFile::open(path).get_int("tokenizer.ggml.eos_token_id"))
-      out.push_back(static_cast<text::TokenId>(*id));
-    return out;
-  }
-  const fs::path gen = path / "generation_config.json";
-  if (fs::exists(gen)) {
-    std::ifstream in(gen);
-    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("eos_token_id")) add_ids(j["eos_token_id"], out);
-  }
-  if (out.empty() && model.config && model.config->json().contains("eos_token_id"))
-    add_ids(model.config->json()["eos_token_id"], out);
-  return out;
-}
-
 struct LoadArgs {
   nb::object device_map, max_memory, offload_folder, dtype, quantize;
   std::optional<std::vector<std::string>> no_split_module_classes;
@@ -65,8 +27,8 @@ struct LoadArgs {
   std::string offload_io = "auto";
 };
 
-// from_pretrained: a device-map mode is planned here on a meta skeleton (as the `ferry` command does), so the model
-// knows its map (hf_device_map); the map is then what from_pretrained loads and dispatches.
+// from_pretrained: text::from_pretrained — the loader the CLI and the server use (model, tokenizer, chat template, EOS
+// ids); the map hf_device_map shows is the one the model was dispatched with.
 Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   models::FromPretrainedOptions o;
   o.max_memory = max_memory_arg(a.max_memory);
@@ -82,8 +44,7 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   if (!fs::exists(path))
     throw Error(ErrorKind::NotFound, "model folder not found", path.string(),
                 "pass a folder with config.json and the weights, or a .gguf file");
-  const bool gguf = models::is_gguf_file(path);
-  if (!gguf) {
+  if (!models::is_gguf_file(path)) {
     out.config = models::ConfigJson::read(path);
     const bool is_seq2seq = models::is_seq2seq_config(*out.config);
     if (is_seq2seq != seq2seq)
@@ -91,68 +52,22 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
                       (seq2seq ? "AutoModelForSeq2SeqLM" : "AutoModelForCausalLM"),
                   path.string(), is_seq2seq ? "use ferry.AutoModelForSeq2SeqLM" : "use ferry.AutoModelForCausalLM");
   }
-
   if (nb::isinstance<nb::str>(a.device_map)) {
-    const std::string mode = nb::cast<std::string>(a.device_map);
-    if (mode == "cpu") {
-      o.device_map = mode;
-      out.device_map = DeviceMap{{"", Device::cpu()}};
-    } else if (gguf) {
-      o.device_map = mode;
-    } else {
-      nb::gil_scoped_release release;
-      const DType dtype = models::resolve_dtype(*out.config, o.dtype);
-      std::shared_ptr<nn::Module> skeleton;
-      std::string block;
-      {
-        auto guard = nn::init_empty_weights();
-        if (seq2seq) {
-          auto s = models::AutoModelForSeq2SeqLM::from_config(*out.config, dtype);
-          block = s->info().block_class;
-          skeleton = s;
-        } else {
-          auto c = models::AutoModelForCausalLM::from_config(*out.config, dtype);
-          block = c->info().block_class;
-          skeleton = c;
-        }
-      }
-      if (o.quantize) quantize_weights(*skeleton, *o.quantize);
-      PlanOptions plan;
-      plan.max_memory = o.max_memory;
-      plan.no_split_module_classes = o.no_split_module_classes;
-      if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {block};
-      plan.dtype = dtype;
-      const OffloadPlan planned = plan_with_offload_io(*skeleton, parse_device_map_mode(mode), plan, o.offload_io,
-                                                       o.prefetch);
-      o.device_map = planned.device_map;
-      o.offload_io = planned.choice.io;
-      out.device_map = planned.device_map;
-    }
+    o.device_map = nb::cast<std::string>(a.device_map);
   } else if (nb::isinstance<nb::dict>(a.device_map)) {
-    DeviceMap map = device_map_arg(a.device_map);
-    o.device_map = map;
-    out.device_map = std::move(map);
+    o.device_map = device_map_arg(a.device_map);
   } else if (!a.device_map.is_none()) {
     throw Error("device_map must be None, a mode (\"auto\", \"balanced\", \"balanced_low_0\", \"sequential\"), "
                 "\"cpu\" or a dict", "device_map");
   }
+  out.device_map_given = !a.device_map.is_none();
 
-  {
-    nb::gil_scoped_release release;
-    if (seq2seq) out.seq2seq = models::AutoModelForSeq2SeqLM::from_pretrained(path, o);
-    else out.causal = models::AutoModelForCausalLM::from_pretrained(path, o);
-    const bool has_tokenizer = gguf || fs::exists(path / "tokenizer.json");
-    if (has_tokenizer) {
-      try {
-        TokenizerObject t = load_tokenizer(path);
-        out.tokenizer = std::move(t.tokenizer);
-        out.chat_template = std::move(t.chat_template);
-      } catch (const Error&) {
-        // A tokenizer (or chat template) ferry cannot read leaves the model usable with ids; text prompts then raise.
-      }
-    }
-    out.eos_token_ids = eos_ids_of(path, out);
-  }
+  nb::gil_scoped_release release;
+  text::Pretrained p = text::from_pretrained(path, o);
+  out.model = std::move(p.model);
+  out.tokenizer = std::move(p.tokenizer);  // a tokenizer ferry cannot read leaves the model usable with ids
+  out.chat_template = std::move(p.chat_template);
+  out.eos_token_ids = std::move(p.eos_token_ids);
   return out;
 }
 
@@ -160,29 +75,26 @@ Model from_config(nb::handle config, nb::handle dtype, bool seq2seq) {
   Model out;
   out.config = config_arg(config);
   const DType d = dtype_arg(dtype).value_or(DType::F32);
-  if (seq2seq) out.seq2seq = models::AutoModelForSeq2SeqLM::from_config(*out.config, d);
-  else out.causal = models::AutoModelForCausalLM::from_config(*out.config, d);
+  if (seq2seq) out.model = models::AutoModelForSeq2SeqLM::from_config(*out.config, d);
+  else out.model = models::AutoModelForCausalLM::from_config(*out.config, d);
   return out;
 }
 
-// One row through the model: causal logits [T', V], or a seq2seq model's decoder logits.
+// One row through the model: a fresh sequence of `ids` (an encoder-decoder model encodes them) whose first forward
+// takes `decoder_ids` when given (encoder-decoder models), else its own first input.
 Tensor forward_row(Model& m, const std::vector<int64_t>& ids, const std::vector<int64_t>& decoder_ids, int64_t keep) {
-  const Tensor input = Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
-  if (m.causal) return m.causal->logits(input, nullptr, keep);
-  const Tensor encoded = m.seq2seq->encode(input);
-  const Tensor dec = Tensor::from_vector(decoder_ids, {static_cast<int64_t>(decoder_ids.size())});
-  return m.seq2seq->decode(dec, encoded, m.seq2seq->make_cache(), keep);
+  models::SequenceStart start = m.model->start_sequence(ids, DType::F32);
+  const std::vector<int64_t>& input = decoder_ids.empty() ? start.input : decoder_ids;
+  const models::StepRow row{start.state, static_cast<int64_t>(input.size())};
+  return m.model->forward_step(Tensor::from_vector(input, {row.tokens}), {&row, 1}, keep);
 }
 
 nb::object call(Model& m, nb::handle input_ids, nb::handle decoder_input_ids, int64_t logits_to_keep) {
   bool two_d = false;
   const auto rows = token_rows_arg(input_ids, &two_d);
-  std::vector<std::vector<int64_t>> decoder_rows;
-  if (m.seq2seq) {
-    if (decoder_input_ids.is_none())
-      decoder_rows.assign(rows.size(), {m.seq2seq->info().decoder_start_token_id});
-    else
-      decoder_rows = token_rows_arg(decoder_input_ids, nullptr);
+  std::vector<std::vector<int64_t>> decoder_rows(rows.size());  // empty: each sequence's own first input
+  if (m.info().is_encoder_decoder && !decoder_input_ids.is_none()) {
+    decoder_rows = token_rows_arg(decoder_input_ids, nullptr);
     if (decoder_rows.size() != rows.size())
       throw Error("decoder_input_ids has " + std::to_string(decoder_rows.size()) + " rows, input_ids " +
                   std::to_string(rows.size()), "decoder_input_ids");
@@ -192,7 +104,7 @@ nb::object call(Model& m, nb::handle input_ids, nb::handle decoder_input_ids, in
     nb::gil_scoped_release release;
     std::lock_guard lock(*m.mutex);
     for (std::size_t r = 0; r < rows.size(); ++r)
-      logits.push_back(forward_row(m, rows[r], m.seq2seq ? decoder_rows[r] : std::vector<int64_t>{}, logits_to_keep));
+      logits.push_back(forward_row(m, rows[r], decoder_rows[r], logits_to_keep));
   }
   if (logits.size() == 1) {
     const auto& s = logits.front().shape();
@@ -252,9 +164,11 @@ void bind_models(nb::module_& m) {
            "[T, V] or [B, T, V] that shares ferry's memory (torch.from_dlpack(logits) shares it too). "
            "Encoder-decoder models return the decoder's logits (decoder_input_ids default: the start token).")
       .def_prop_ro("hf_device_map", [](const Model& m) -> nb::object {
-        if (!m.device_map) return nb::none();
-        return device_map_dict(*m.device_map);
-      }, "The device map the model was dispatched with ({module: GPU index | \"cpu\" | \"disk\"}), or None.")
+        const std::optional<DeviceMap> map = m.hf_device_map();
+        if (!map) return nb::none();
+        return device_map_dict(*map);
+      }, "The device map the model was dispatched with ({module: GPU index | \"cpu\" | \"disk\"}), or None when "
+         "from_pretrained had no device_map.")
       .def_prop_ro("config", [](const Model& m) -> nb::object {
         if (!m.config) return nb::none();
         return json_to_python(m.config->json().dump());
@@ -263,10 +177,9 @@ void bind_models(nb::module_& m) {
         if (!m.tokenizer) return nb::none();
         return nb::cast(TokenizerObject{*m.tokenizer, m.chat_template});
       }, "The folder's tokenizer (tokenizer.json), or None.")
-      .def_prop_ro("is_encoder_decoder", [](const Model& m) { return m.seq2seq != nullptr; })
-      .def_prop_ro("architecture", [](const Model& m) {
-        return m.causal ? m.causal->info().architecture : m.seq2seq->info().architecture;
-      }, "The transformers class: \"LlamaForCausalLM\", \"T5ForConditionalGeneration\", ...")
+      .def_prop_ro("is_encoder_decoder", [](const Model& m) { return m.info().is_encoder_decoder; })
+      .def_prop_ro("architecture", [](const Model& m) { return m.info().architecture; },
+                   "The transformers class: \"LlamaForCausalLM\", \"T5ForConditionalGeneration\", ...")
       .def_prop_ro("eos_token_id", [](const Model& m) { return m.eos_token_ids; },
                    "The ids that end generation (generation_config.json, else config.json).")
       .def_prop_ro("name_or_path", [](const Model& m) { return m.name_or_path; })
@@ -276,7 +189,7 @@ void bind_models(nb::module_& m) {
         return n;
       }, "Elements in the model's state dict (tied tensors counted once per name).")
       .def("__repr__", [](const Model& m) {
-        return "<ferry " + std::string(m.causal ? m.causal->info().architecture : m.seq2seq->info().architecture) +
+        return "<ferry " + m.info().architecture +
                (m.name_or_path.empty() ? std::string() : " from " + m.name_or_path) + ">";
       });
 

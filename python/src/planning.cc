@@ -25,8 +25,7 @@ struct EmptyWeightsContext {
 // A meta skeleton of the architecture config.json names, in f32 (what transformers' from_config builds).
 std::shared_ptr<nn::Module> skeleton_of(const models::ConfigJson& config) {
   auto guard = nn::init_empty_weights();
-  if (models::is_seq2seq_config(config)) return models::AutoModelForSeq2SeqLM::from_config(config, DType::F32);
-  return models::AutoModelForCausalLM::from_config(config, DType::F32);
+  return models::language_model_from_config(config, DType::F32);
 }
 
 nb::dict infer(nb::handle model_or_config, nb::handle max_memory, std::optional<std::vector<std::string>> no_split,

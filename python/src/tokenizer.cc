@@ -9,9 +9,8 @@
 
 #include "bindings.h"
 #include "ferry/core/error.h"
-#include "ferry/io/gguf.h"
-#include "ferry/models/gguf_model.h"
 #include "ferry/text/chat_template.h"
+#include "ferry/text/pretrained.h"
 #include "ferry/text/tokenizer.h"
 #include "tokenizer_loading.h"
 
@@ -108,23 +107,10 @@ nb::object apply_chat_template(const TokenizerObject& t, nb::handle conversation
 }  // namespace
 
 TokenizerObject load_tokenizer(const std::filesystem::path& path) {
-  if (std::filesystem::is_directory(path)) {
-    const auto file = path / "tokenizer.json";
-    if (!std::filesystem::exists(file))
-      throw Error(ErrorKind::NotFound, "tokenizer.json not found", path.string(),
-                  "ferry reads a folder's tokenizer.json (the fast tokenizer); write one with "
-                  "tokenizer.save_pretrained");
-    TokenizerObject out{Tokenizer::from_file(file), nullptr};
-    if (auto chat = text::ChatTemplate::from_folder(path))
-      out.chat_template = std::make_shared<const text::ChatTemplate>(std::move(*chat));
-    return out;
-  }
-  if (!std::filesystem::exists(path))
-    throw Error(ErrorKind::NotFound, "tokenizer not found", path.string(),
-                "pass a model folder, a tokenizer.json or a .gguf file");
-  if (models::is_gguf_file(path))
-    return {Tokenizer::from_json(models::gguf_tokenizer_json(io::GgufFile::open(path)).dump(), path.string()), nullptr};
-  return {Tokenizer::from_file(path), nullptr};
+  TokenizerObject out{text::load_tokenizer(path), nullptr};
+  if (auto chat = text::load_chat_template(path))
+    out.chat_template = std::make_shared<const text::ChatTemplate>(std::move(*chat));
+  return out;
 }
 
 void bind_tokenizer(nb::module_& m) {

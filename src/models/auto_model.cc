@@ -93,8 +93,9 @@ PlanOptions plan_options(const std::string& block_class, const FromPretrainedOpt
   return plan;
 }
 
-io::OffloadIo load_and_dispatch(nn::Module& model, const std::string& block_class, const std::filesystem::path& folder,
+io::OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& folder,
                                 const FromPretrainedOptions& options, DType dtype) {
+  const std::string& block_class = model.model_info().block_class;
   DeviceMap map;
   OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
@@ -137,6 +138,7 @@ io::OffloadIo load_and_dispatch(nn::Module& model, const std::string& block_clas
   dispatch.staging_bytes = io.staging_bytes;
   dispatch.staged_reader = options.staged_reader;
   dispatch_model(model, map, dispatch);
+  model.set_hf_device_map(std::move(map));
   return options.staged_reader && has_disk ? io::OffloadIo::Direct : io.io;
 }
 
@@ -157,7 +159,10 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   detail::ResidentLoader loader(*model);
   for (const auto& [name, t] : gguf_state_dict(file, config)) loader.place(name, t, path.string());
   loader.finish(path.string(), "is it a complete text model? (ferry reads llama and qwen2 GGUF files)");
-  if (is_resident_cpu_map(options.device_map)) return model;
+  if (is_resident_cpu_map(options.device_map)) {
+    model->set_hf_device_map(DeviceMap{{"", Device::cpu()}});
+    return model;
+  }
   DeviceMap map;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
     map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(model->info().block_class, options),
@@ -206,18 +211,23 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   dispatch.skip_keys = {"past_key_values"};
   dispatch.prefetch = options.prefetch;
   dispatch_model(*model, map, dispatch);
+  model->set_hf_device_map(std::move(map));
   return model;
 }
 
 // The rest of from_pretrained once the skeleton exists: load resident, or plan + load + dispatch; then the cpu
 // weights' storage (views or copies) and mlock.
-void finish_loading(nn::Module& model, const std::string& block_class, const std::string& base_model_prefix,
+void finish_loading(LanguageModel& model, const std::string& base_model_prefix,
                     const std::filesystem::path& folder, const io::CheckpointFiles& files,
                     const FromPretrainedOptions& options, DType dtype) {
   if (options.quantize) quantize_weights(model, *options.quantize);  // loading quantizes each weight as it arrives
   io::OffloadIo disk_io = io::OffloadIo::Mmap;
-  if (is_resident_cpu_map(options.device_map)) detail::load_resident_weights(model, base_model_prefix, files, options.on_progress);
-  else disk_io = load_and_dispatch(model, block_class, folder, options, dtype);
+  if (is_resident_cpu_map(options.device_map)) {
+    detail::load_resident_weights(model, base_model_prefix, files, options.on_progress);
+    model.set_hf_device_map(DeviceMap{{"", Device::cpu()}});
+  } else {
+    disk_io = load_and_dispatch(model, folder, options, dtype);
+  }
   // cpu-placed weights: views of the checkpoint, or copies the kernel cannot drop when RAM is short.
   if (!options.use_mmap.value_or(disk_io != io::OffloadIo::Direct)) copy_mapped_weights(model);
   if (options.mlock) {
@@ -289,7 +299,7 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
     auto guard = nn::init_empty_weights();
     model = from_config(config, dtype);
   }
-  finish_loading(*model, model->info().block_class, model->info().base_model_prefix, folder, files, options, dtype);
+  finish_loading(*model, model->info().base_model_prefix, folder, files, options, dtype);
   return model;
 }
 
@@ -323,8 +333,20 @@ std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_pretrained(const std::fil
     return from_config(config, dtype);
   }();
   const io::CheckpointFiles files = io::get_checkpoint_shard_files(folder);
-  finish_loading(*model, model->info().block_class, "", folder, files, options, dtype);
+  finish_loading(*model, "", folder, files, options, dtype);
   return model;
+}
+
+std::shared_ptr<LanguageModel> language_model_from_config(const ConfigJson& config, DType dtype) {
+  if (is_seq2seq_config(config)) return AutoModelForSeq2SeqLM::from_config(config, dtype);
+  return AutoModelForCausalLM::from_config(config, dtype);
+}
+
+std::shared_ptr<LanguageModel> load_language_model(const std::filesystem::path& path,
+                                                   const FromPretrainedOptions& options) {
+  if (!is_gguf_file(path) && is_seq2seq_config(ConfigJson::read(path)))
+    return AutoModelForSeq2SeqLM::from_pretrained(path, options);
+  return AutoModelForCausalLM::from_pretrained(path, options);
 }
 
 }  // namespace ferry::models

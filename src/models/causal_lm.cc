@@ -14,18 +14,46 @@ int64_t CausalLMInfo::kv_cache_bytes_per_token(DType dtype) const {
   return models::kv_cache_bytes_per_token(num_key_value_heads, head_dim, dtype);
 }
 
+namespace {
+
+LanguageModelInfo language_model_info(const CausalLMInfo& i) {
+  LanguageModelInfo out;
+  out.architecture = i.architecture;
+  out.model_type = i.model_type;
+  out.block_class = i.block_class;
+  out.vocab_size = i.vocab_size;
+  out.hidden_size = i.hidden_size;
+  out.num_cached_layers = i.num_hidden_layers;
+  out.num_key_value_heads = i.num_key_value_heads;
+  out.head_dim = i.head_dim;
+  out.max_position_embeddings = i.max_position_embeddings;
+  return out;
+}
+
+// A decoder-only sequence's state: its KV cache.
+struct CausalState final : SequenceState {
+  std::shared_ptr<KvCache> cache;
+  int64_t length() const override { return cache->seq_length(); }
+};
+
+std::shared_ptr<KvCache> cache_of(const StepRow& row) {
+  auto* s = dynamic_cast<CausalState*>(row.state.get());
+  if (s == nullptr)
+    throw Error("a sequence state from another kind of model", "CausalLM::forward_step",
+                "start each sequence with this model's start_sequence()");
+  return s->cache;
+}
+
+}  // namespace
+
+CausalLM::CausalLM(CausalLMInfo info) : LanguageModel(language_model_info(info)), info_(std::move(info)) {}
+
 std::shared_ptr<KvCache> CausalLM::make_cache(DType dtype) const {
   return std::make_shared<KvCache>(info_.num_hidden_layers, dtype);
 }
 
 Tensor CausalLM::logits(const Tensor& input_ids, const std::shared_ptr<KvCache>& cache, int64_t logits_to_keep) {
-  // A model moved whole onto an accelerator has no hook to bring the ids to it: they go where its first weight is,
-  // as transformers' generate sends input_ids to model.device. (Dispatched models' hooks move them.)
-  Tensor ids = input_ids;
-  if (!hook())
-    if (const auto d = nn::first_parameter_device(*this); d && d->is_accelerator() && ids.device() != *d)
-      ids = ids.to(*d);
-  nn::Args args{ids};
+  nn::Args args{ids_on_model_device(*this, input_ids)};
   if (cache) args.with("past_key_values", cache_value(cache));
   if (logits_to_keep != 0) args.with("logits_to_keep", logits_to_keep);
   nn::Value out = (*this)(std::move(args));
@@ -33,15 +61,26 @@ Tensor CausalLM::logits(const Tensor& input_ids, const std::shared_ptr<KvCache>&
 }
 
 Tensor CausalLM::logits(const Tensor& input_ids, const KvCacheBatch& batch, int64_t logits_to_keep) {
-  Tensor ids = input_ids;
-  if (!hook())
-    if (const auto d = nn::first_parameter_device(*this); d && d->is_accelerator() && ids.device() != *d)
-      ids = ids.to(*d);
-  nn::Args args{ids};
+  nn::Args args{ids_on_model_device(*this, input_ids)};
   args.with("past_key_values", batch_value(std::make_shared<KvCacheBatch>(batch)));
   if (logits_to_keep != 0) args.with("logits_to_keep", logits_to_keep);
   nn::Value out = (*this)(std::move(args));
   return out.dict().at("logits").tensor();
+}
+
+SequenceStart CausalLM::start_sequence(std::span<const int64_t> prompt_ids, DType kv_dtype, int64_t reserve_tokens) {
+  auto state = std::make_shared<CausalState>();
+  state->cache = make_cache(kv_dtype);
+  if (reserve_tokens > 0) state->cache->reserve(reserve_tokens);  // one allocation per layer
+  return {std::move(state), first_input(prompt_ids)};
+}
+
+Tensor CausalLM::forward_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) {
+  if (rows.size() == 1) return logits(input_ids, cache_of(rows[0]), logits_to_keep);
+  std::vector<KvCacheBatch::Sequence> sequences;
+  sequences.reserve(rows.size());
+  for (const StepRow& row : rows) sequences.push_back({cache_of(row), row.tokens});
+  return logits(input_ids, KvCacheBatch(std::move(sequences)), logits_to_keep);
 }
 
 CausalLMInputs parse_causal_lm_inputs(const nn::Args& args, int64_t num_layers, std::string_view where) {

@@ -65,26 +65,73 @@ std::shared_ptr<Seq2SeqBatch> seq2seq_batch_from_args(const nn::Args& args) {
 
 namespace {
 
-// Ids go where the first weight is when the model has no hook to move them (moved whole to an accelerator).
-Tensor ids_for(const nn::Module& model, const Tensor& ids) {
-  if (!model.hook())
-    if (const auto d = nn::first_parameter_device(model); d && d->is_accelerator() && ids.device() != *d)
-      return ids.to(*d);
-  return ids;
+LanguageModelInfo language_model_info(const Seq2SeqLMInfo& i) {
+  LanguageModelInfo out;
+  out.architecture = i.architecture;
+  out.model_type = i.model_type;
+  out.block_class = i.block_class;
+  out.is_encoder_decoder = true;
+  out.vocab_size = i.vocab_size;
+  out.hidden_size = i.d_model;
+  out.num_cached_layers = i.num_decoder_layers;
+  out.num_key_value_heads = i.num_heads;
+  out.head_dim = i.d_kv;
+  out.decoder_start_token_id = i.decoder_start_token_id;
+  return out;
+}
+
+// An encoder-decoder sequence's state: the encoder's output and the decoder's caches.
+struct Seq2SeqState final : SequenceState {
+  std::shared_ptr<EncoderDecoderCache> cache;
+  Tensor encoder_outputs;
+  int64_t length() const override { return cache->seq_length(); }
+};
+
+const Seq2SeqState& state_of(const StepRow& row) {
+  auto* s = dynamic_cast<const Seq2SeqState*>(row.state.get());
+  if (s == nullptr)
+    throw Error("a sequence state from another kind of model", "Seq2SeqLM::forward_step",
+                "start each sequence with this model's start_sequence()");
+  return *s;
 }
 
 }  // namespace
 
+Seq2SeqLM::Seq2SeqLM(Seq2SeqLMInfo info) : LanguageModel(language_model_info(info)), info_(std::move(info)) {}
+
+SequenceStart Seq2SeqLM::start_sequence(std::span<const int64_t> prompt_ids, DType, int64_t reserve_tokens) {
+  auto state = std::make_shared<Seq2SeqState>();
+  std::vector<int64_t> prompt(prompt_ids.begin(), prompt_ids.end());
+  state->encoder_outputs = encode(Tensor::from_vector(prompt, {static_cast<int64_t>(prompt.size())}));
+  state->cache = make_cache();
+  if (reserve_tokens > 0) state->cache->self_attention().reserve(reserve_tokens);
+  return {std::move(state), first_input(prompt_ids)};
+}
+
+Tensor Seq2SeqLM::forward_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) {
+  if (rows.size() == 1) {
+    const Seq2SeqState& s = state_of(rows[0]);
+    return decode(input_ids, s.encoder_outputs, s.cache, logits_to_keep);
+  }
+  std::vector<Seq2SeqBatch::Sequence> sequences;
+  sequences.reserve(rows.size());
+  for (const StepRow& row : rows) {
+    const Seq2SeqState& s = state_of(row);
+    sequences.push_back({s.cache, s.encoder_outputs, row.tokens});
+  }
+  return decode(input_ids, Seq2SeqBatch(std::move(sequences)), logits_to_keep);
+}
+
 Tensor Seq2SeqLM::encode(const Tensor& input_ids) {
   nn::Args args;
-  args.with("input_ids", ids_for(*this, input_ids));
+  args.with("input_ids", ids_on_model_device(*this, input_ids));
   return (*this)(std::move(args)).dict().at("encoder_last_hidden_state").tensor();
 }
 
 Tensor Seq2SeqLM::decode(const Tensor& decoder_ids, const Tensor& encoder_outputs,
                          const std::shared_ptr<EncoderDecoderCache>& cache, int64_t logits_to_keep) {
   nn::Args args;
-  args.with("decoder_input_ids", ids_for(*this, decoder_ids)).with("encoder_outputs", encoder_outputs);
+  args.with("decoder_input_ids", ids_on_model_device(*this, decoder_ids)).with("encoder_outputs", encoder_outputs);
   if (cache) args.with("past_key_values", cache_value(cache));
   if (logits_to_keep != 0) args.with("logits_to_keep", logits_to_keep);
   return (*this)(std::move(args)).dict().at("logits").tensor();
@@ -92,7 +139,7 @@ Tensor Seq2SeqLM::decode(const Tensor& decoder_ids, const Tensor& encoder_output
 
 Tensor Seq2SeqLM::decode(const Tensor& decoder_ids, const Seq2SeqBatch& batch, int64_t logits_to_keep) {
   nn::Args args;
-  args.with("decoder_input_ids", ids_for(*this, decoder_ids))
+  args.with("decoder_input_ids", ids_on_model_device(*this, decoder_ids))
       .with("past_key_values", batch_value(std::make_shared<Seq2SeqBatch>(batch)));
   if (logits_to_keep != 0) args.with("logits_to_keep", logits_to_keep);
   return (*this)(std::move(args)).dict().at("logits").tensor();

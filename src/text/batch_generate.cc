@@ -1,5 +1,5 @@
 // BatchGenerator (see include/ferry/text/batch_generate.h): a waiting queue, the running batch, and one forward
-// per step over a KvCacheBatch of the running sequences.
+// per step over the running sequences (LanguageModel::forward_step).
 #include "ferry/text/batch_generate.h"
 
 #include <algorithm>
@@ -28,9 +28,7 @@ struct BatchGenerator::Sequence {
   GenerateOptions options;  // SequenceDecoder keeps a reference: the Sequence never moves (unique_ptr)
   std::string error;        // set by add() for a request that cannot run
   std::unique_ptr<detail::SequenceDecoder> decoder;
-  std::shared_ptr<models::KvCache> cache;                       // decoder-only models
-  std::shared_ptr<models::EncoderDecoderCache> seq2seq_cache;   // encoder-decoder models, with:
-  Tensor encoder_outputs;
+  std::shared_ptr<models::SequenceState> state;  // the model's, from admission to retirement
   std::vector<TokenId> input;  // the next forward's tokens: the prompt, then one token per step
   int64_t max_length = 0;      // prompt + generated tokens allowed: up to max_new_tokens and the context
   std::size_t kv_bytes = 0;    // the cache at max_length
@@ -38,15 +36,8 @@ struct BatchGenerator::Sequence {
   bool cancelled = false;
 };
 
-BatchGenerator::BatchGenerator(models::Seq2SeqLM& model, const Tokenizer* tokenizer, BatchOptions options)
-    : BatchGenerator(nullptr, &model, tokenizer, options) {}
-
-BatchGenerator::BatchGenerator(models::CausalLM& model, const Tokenizer* tokenizer, BatchOptions options)
-    : BatchGenerator(&model, nullptr, tokenizer, options) {}
-
-BatchGenerator::BatchGenerator(models::CausalLM* causal, models::Seq2SeqLM* seq2seq, const Tokenizer* tokenizer,
-                               BatchOptions options)
-    : causal_(causal), seq2seq_(seq2seq), tokenizer_(tokenizer), options_(options) {
+BatchGenerator::BatchGenerator(models::LanguageModel& model, const Tokenizer* tokenizer, BatchOptions options)
+    : model_(model), tokenizer_(tokenizer), options_(options) {
   if (options_.max_batch_size < 1)
     throw Error("max_batch_size must be at least 1, got " + std::to_string(options_.max_batch_size), "BatchOptions");
   if (options_.max_step_tokens < 1)
@@ -64,31 +55,17 @@ SequenceId BatchGenerator::add(std::vector<TokenId> prompt_ids, GenerateOptions 
   try {
     const auto prompt_len = static_cast<int64_t>(s->prompt.size());
     const auto max_new = static_cast<int64_t>(std::min<std::size_t>(s->options.stop.max_new_tokens, INT64_MAX / 2));
-    if (causal_) {
-      check_prompt(*causal_, s->prompt);
-      const models::CausalLMInfo& info = causal_->info();
-      s->max_length = std::min(prompt_len + max_new, context_length(*causal_));
-      s->kv_bytes = static_cast<std::size_t>(s->max_length) * static_cast<std::size_t>(info.num_hidden_layers) *
-                    static_cast<std::size_t>(info.kv_cache_bytes_per_token(options_.kv_cache_dtype));
-    } else {
-      check_prompt(*seq2seq_, s->prompt);
-      const models::Seq2SeqLMInfo& info = seq2seq_->info();
-      s->max_length = 1 + max_new;  // the decoder's tokens: the start token, then what it generates
-      s->kv_bytes = static_cast<std::size_t>(s->max_length + prompt_len) *
-                    static_cast<std::size_t>(info.num_decoder_layers) *
-                    static_cast<std::size_t>(models::kv_cache_bytes_per_token(info.num_heads, info.d_kv, DType::F32));
-    }
+    check_prompt(model_, s->prompt);
+    s->max_length = model_.max_length(prompt_len, max_new);
+    s->kv_bytes = model_.sequence_cache_bytes(prompt_len, s->max_length, options_.kv_cache_dtype);
     if (options_.max_kv_cache_bytes > 0 && s->kv_bytes > options_.max_kv_cache_bytes)
       throw Error("its KV cache needs " + std::to_string(s->kv_bytes >> 20) + " MiB at " +
                       std::to_string(s->max_length) + " tokens, more than the whole budget of " +
                       std::to_string(options_.max_kv_cache_bytes >> 20) + " MiB",
                   "generate", "lower max_new_tokens, shorten the prompt, or raise the KV cache budget");
-    if (causal_) {
-      s->decoder = std::make_unique<detail::SequenceDecoder>(tokenizer_, s->prompt, s->options, std::move(on_token));
-    } else {
-      const TokenId start[] = {static_cast<TokenId>(seq2seq_->info().decoder_start_token_id)};
-      s->decoder = std::make_unique<detail::SequenceDecoder>(tokenizer_, start, s->options, std::move(on_token));
-    }
+    const std::vector<int64_t> first = model_.first_input(std::vector<int64_t>(s->prompt.begin(), s->prompt.end()));
+    const std::vector<TokenId> start(first.begin(), first.end());
+    s->decoder = std::make_unique<detail::SequenceDecoder>(tokenizer_, start, s->options, std::move(on_token));
   } catch (const Error& e) {
     s->error = e.what();
   }
@@ -133,14 +110,11 @@ SequenceResult BatchGenerator::retire(Sequence& s) {
     r.result.timings.prompt_tokens = s.prompt.size();
     if (s.cancelled) r.result.stop_reason = StopReason::Cancelled;
   }
-  if (seq2seq_) {  // the decoder's SequenceDecoder saw the start token; the prompt is the encoder's input
-    r.result.prompt_ids = s.prompt;
-    r.result.timings.prompt_tokens = s.prompt.size();
-  }
-  if (s.cache || s.seq2seq_cache) {
-    s.cache.reset();
-    s.seq2seq_cache.reset();
-    s.encoder_outputs = Tensor();
+  // An encoder-decoder's SequenceDecoder saw the start token: the prompt is the encoder's input.
+  r.result.prompt_ids = s.prompt;
+  r.result.timings.prompt_tokens = s.prompt.size();
+  if (s.state) {
+    s.state.reset();
     kv_reserved_ -= s.kv_bytes;
   }
   return r;
@@ -174,16 +148,12 @@ std::vector<SequenceResult> BatchGenerator::admit(int64_t& step_tokens) {
     const auto len = static_cast<int64_t>(s.prompt.size());
     if (prompts > 0 && step_tokens + len > options_.max_step_tokens) break;
     if (options_.max_kv_cache_bytes > 0 && kv_reserved_ + s.kv_bytes > options_.max_kv_cache_bytes) break;
-    if (causal_) {
-      s.cache = causal_->make_cache(options_.kv_cache_dtype);
-      s.cache->reserve(s.max_length);  // one allocation per layer: the cache never exceeds what was counted
-      s.input = s.prompt;
-    } else {  // the encoder runs once, now; the decoder starts from its start token
-      s.encoder_outputs = seq2seq_->encode(token_ids_tensor(s.prompt));
-      s.seq2seq_cache = seq2seq_->make_cache();
-      s.seq2seq_cache->self_attention().reserve(s.max_length);
-      s.input.assign(1, static_cast<TokenId>(seq2seq_->info().decoder_start_token_id));
-    }
+    // A decoder-only model's cache is allocated once, at the length counted; an encoder-decoder one runs its
+    // encoder now.
+    models::SequenceStart start = model_.start_sequence(std::vector<int64_t>(s.prompt.begin(), s.prompt.end()),
+                                                        options_.kv_cache_dtype, s.max_length);
+    s.state = std::move(start.state);
+    s.input.assign(start.input.begin(), start.input.end());
     kv_reserved_ += s.kv_bytes;
     step_tokens += len;
     ++prompts;
@@ -212,18 +182,14 @@ std::vector<SequenceResult> BatchGenerator::step() {
   }
 
   std::vector<int64_t> ids;
-  std::vector<models::KvCacheBatch::Sequence> rows;
-  std::vector<models::Seq2SeqBatch::Sequence> seq2seq_rows;
+  std::vector<models::StepRow> rows;
   for (const auto& s : running_) {
     ids.insert(ids.end(), s->input.begin(), s->input.end());
-    const auto n = static_cast<int64_t>(s->input.size());
-    if (causal_) rows.push_back({s->cache, n});
-    else seq2seq_rows.push_back({s->seq2seq_cache, s->encoder_outputs, n});
+    rows.push_back({s->state, static_cast<int64_t>(s->input.size())});
   }
   const auto t0 = Clock::now();
   const Tensor input = Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
-  Tensor logits = causal_ ? causal_->logits(input, models::KvCacheBatch(std::move(rows)), 1)
-                          : seq2seq_->decode(input, models::Seq2SeqBatch(std::move(seq2seq_rows)), 1);
+  Tensor logits = model_.forward_step(input, rows, 1);
   logits = logits.to(Device::cpu());
   const double seconds = seconds_since(t0);
   const float* data = logits.data<float>();

@@ -80,11 +80,12 @@ TEST(ServeEngine, ConcurrentRequestsEachGetTheirSoloTokens) {
 // encoder-decoder model; the engine reports the same figure the CLI sized the KV budget with.
 TEST(ServeEngine, SequenceContextIsTheModelsLimitOrTheRequestedOne) {
   auto model = tiny_llama();
-  EXPECT_EQ(sequence_context(model.get(), 0), int64_t{1} << 20);
-  EXPECT_EQ(sequence_context(model.get(), 300), 300);
-  EXPECT_EQ(sequence_context(model.get(), int64_t{1} << 30), int64_t{1} << 20);
-  EXPECT_EQ(sequence_context(nullptr, 0), std::numeric_limits<int64_t>::max());
-  EXPECT_EQ(sequence_context(nullptr, 77), 77);
+  EXPECT_EQ(sequence_context(*model, 0), int64_t{1} << 20);
+  EXPECT_EQ(sequence_context(*model, 300), 300);
+  EXPECT_EQ(sequence_context(*model, int64_t{1} << 30), int64_t{1} << 20);
+  const auto t5 = models::AutoModelForSeq2SeqLM::from_config(models::ConfigJson::from_json(test::tiny_t5_config()));
+  EXPECT_EQ(sequence_context(*t5, 0), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(sequence_context(*t5, 77), 77);
   EngineOptions eo;
   eo.context = 300;
   Engine engine(*model, nullptr, eo);

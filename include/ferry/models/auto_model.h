@@ -107,6 +107,14 @@ class AutoModelForSeq2SeqLM {
   static std::shared_ptr<Seq2SeqLM> from_config(const ConfigJson& config, DType dtype = DType::F32);
 };
 
+/// The model at `path` — a Hugging Face folder of either kind or a GGUF file — with from_pretrained's options:
+/// AutoModelForSeq2SeqLM for an encoder-decoder config, AutoModelForCausalLM otherwise. What the CLI, the Python
+/// package and the server load through (text/pretrained.h adds the tokenizer, chat template and EOS ids).
+std::shared_ptr<LanguageModel> load_language_model(const std::filesystem::path& path,
+                                                   const FromPretrainedOptions& options = {});
+/// from_config of the kind `config` names (init_empty_weights applies as for the typed classes).
+std::shared_ptr<LanguageModel> language_model_from_config(const ConfigJson& config, DType dtype = DType::F32);
+
 /// True when config.json names an encoder-decoder model ferry implements (model_type t5 or mt5, or a
 /// *ForConditionalGeneration architecture of them).
 bool is_seq2seq_config(const ConfigJson& config);

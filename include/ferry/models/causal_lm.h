@@ -24,6 +24,7 @@
 #include "ferry/core/dtype.h"
 #include "ferry/core/tensor.h"
 #include "ferry/models/kv_cache.h"
+#include "ferry/models/language_model.h"
 #include "ferry/nn/module.h"
 
 namespace ferry::models {
@@ -48,7 +49,9 @@ struct CausalLMInfo {
   int64_t kv_cache_bytes_per_token(DType dtype = DType::F32) const;
 };
 
-class CausalLM : public nn::Module {
+/// A decoder-only language model. Through LanguageModel, a sequence's state is its KvCache and its first forward
+/// takes the whole prompt.
+class CausalLM : public LanguageModel {
  public:
   const CausalLMInfo& info() const noexcept { return info_; }
 
@@ -67,8 +70,13 @@ class CausalLM : public nn::Module {
   ///   Tensor last = model->logits(ids, batch, 1);                   // [2, V]: a's last row, then b's
   Tensor logits(const Tensor& input_ids, const KvCacheBatch& batch, int64_t logits_to_keep = 0);
 
+  SequenceStart start_sequence(std::span<const int64_t> prompt_ids, DType kv_dtype,
+                               int64_t reserve_tokens = 0) override;
+  /// One row: the single-cache forward (logits(ids, cache)); several: a KvCacheBatch.
+  Tensor forward_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) override;
+
  protected:
-  explicit CausalLM(CausalLMInfo info) : info_(std::move(info)) {}
+  explicit CausalLM(CausalLMInfo info);
 
  private:
   CausalLMInfo info_;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ferry/models/kv_cache.h"
+#include "ferry/models/language_model.h"
 #include "ferry/nn/module.h"
 
 namespace ferry::models {
@@ -83,7 +84,9 @@ struct Seq2SeqLMInfo {
   std::vector<int64_t> eos_token_ids;
 };
 
-class Seq2SeqLM : public nn::Module {
+/// An encoder-decoder language model. Through LanguageModel, starting a sequence runs the encoder; the state holds
+/// the encoder output and the EncoderDecoderCache, and forwards run the decoder.
+class Seq2SeqLM : public LanguageModel {
  public:
   const Seq2SeqLMInfo& info() const noexcept { return info_; }
   std::shared_ptr<EncoderDecoderCache> make_cache() const {
@@ -101,8 +104,14 @@ class Seq2SeqLM : public nn::Module {
   /// last min(logits_to_keep, tokens) rows (all for 0), in batch order.
   Tensor decode(const Tensor& decoder_ids, const Seq2SeqBatch& batch, int64_t logits_to_keep = 0);
 
+  /// Encodes the prompt now; the decoder's KV cache is f32 whatever kv_dtype asks (its cross-attention keys are too).
+  SequenceStart start_sequence(std::span<const int64_t> prompt_ids, DType kv_dtype,
+                               int64_t reserve_tokens = 0) override;
+  /// One row: decode(ids, encoder_outputs, cache); several: a Seq2SeqBatch.
+  Tensor forward_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) override;
+
  protected:
-  explicit Seq2SeqLM(Seq2SeqLMInfo info) : info_(std::move(info)) {}
+  explicit Seq2SeqLM(Seq2SeqLMInfo info);
 
  private:
   Seq2SeqLMInfo info_;

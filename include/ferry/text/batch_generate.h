@@ -55,12 +55,11 @@ struct SequenceResult {
 /// add() and cancel() may be called from any thread; step() and run() from one thread at a time.
 class BatchGenerator {
  public:
-  /// `tokenizer` may be null (token ids only). The model must outlive the generator.
-  BatchGenerator(models::CausalLM& model, const Tokenizer* tokenizer, BatchOptions options = {});
-  /// An encoder-decoder model (T5): each admitted sequence's prompt runs through the encoder once, then the
-  /// running sequences' decoders share one forward per step (models::Seq2SeqBatch). The KV budget counts each
-  /// sequence's decoder cache at 1 + max_new_tokens tokens plus its cross-attention keys and values.
-  BatchGenerator(models::Seq2SeqLM& model, const Tokenizer* tokenizer, BatchOptions options = {});
+  /// `tokenizer` may be null (token ids only). The model must outlive the generator. Decoder-only models run each
+  /// admitted prompt and the running sequences' next tokens in one forward (a KvCacheBatch); encoder-decoder models
+  /// (T5) run each admitted prompt through the encoder once, then the running decoders share one forward per step (a
+  /// Seq2SeqBatch). The KV budget counts each sequence at its longest (LanguageModel::sequence_cache_bytes).
+  BatchGenerator(models::LanguageModel& model, const Tokenizer* tokenizer, BatchOptions options = {});
   ~BatchGenerator();
   BatchGenerator(const BatchGenerator&) = delete;
   BatchGenerator& operator=(const BatchGenerator&) = delete;
@@ -89,13 +88,10 @@ class BatchGenerator {
 
  private:
   struct Sequence;
-  BatchGenerator(models::CausalLM* causal, models::Seq2SeqLM* seq2seq, const Tokenizer* tokenizer,
-                 BatchOptions options);
   std::vector<SequenceResult> admit(int64_t& step_tokens);
   SequenceResult retire(Sequence& s);
 
-  models::CausalLM* causal_ = nullptr;
-  models::Seq2SeqLM* seq2seq_ = nullptr;
+  models::LanguageModel& model_;
   const Tokenizer* tokenizer_;
   BatchOptions options_;
   mutable std::mutex queue_mutex_;  // guards waiting_, cancelled_ and next_id_

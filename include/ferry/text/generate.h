@@ -12,8 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ferry/models/causal_lm.h"
-#include "ferry/models/seq2seq_lm.h"
+#include "ferry/models/language_model.h"
 #include "ferry/text/sampling.h"
 #include "ferry/text/stopping.h"
 #include "ferry/text/tokenizer.h"
@@ -64,32 +63,23 @@ inline constexpr TokenId kEndOfText = -1;
 /// Token ids as the [n] int64 tensor CausalLM::logits takes.
 Tensor token_ids_tensor(std::span<const TokenId> ids);
 
-/// Throws ferry::Error for an empty prompt, an id outside the model's vocabulary, or a prompt that fills the
-/// context (no room for one generated token).
-void check_prompt(const models::CausalLM& model, std::span<const TokenId> prompt_ids);
-/// For an encoder-decoder model: a non-empty prompt of ids inside the vocabulary (no context limit).
-void check_prompt(const models::Seq2SeqLM& model, std::span<const TokenId> prompt_ids);
-/// The most tokens (prompt + generated) a sequence may hold: max_position_embeddings (unlimited when unknown).
-/// Generation stops there with StopReason::MaxLength, as transformers' max_length does.
-int64_t context_length(const models::CausalLM& model);
+/// Throws ferry::Error for an empty prompt, an id outside the model's vocabulary, or — decoder-only — a prompt that
+/// fills the context (no room for one generated token). LanguageModel::check_prompt for text token ids.
+void check_prompt(const models::LanguageModel& model, std::span<const TokenId> prompt_ids);
 
-/// Generates from token ids. `tokenizer` may be null: then no text is produced (ids only) and stop strings
-/// cannot match. Throws ferry::Error for a prompt check_prompt() refuses.
-GenerateResult generate(models::CausalLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
-                        const GenerateOptions& options = {}, const TokenCallback& on_token = {});
-
-/// Encoder-decoder generation (T5): the encoder runs once over prompt_ids, then the decoder starts from
-/// decoder_start_token_id and generates one token per forward with its KV cache and the cached cross-attention keys
-/// and values. Sampling, stop criteria and callbacks as above (a repetition penalty sees the decoder's tokens, as
-/// in transformers); GenerateResult::prompt_ids are the encoder's input; timings: prefill = encoder + first decoder
-/// step. HF: AutoModelForSeq2SeqLM.generate(input_ids, ...)
-GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
-                        const GenerateOptions& options = {}, const TokenCallback& on_token = {});
-GenerateResult generate(models::Seq2SeqLM& model, const Tokenizer& tokenizer, std::string_view prompt,
+/// Generates from token ids with any language model. `tokenizer` may be null: then no text is produced (ids only)
+/// and stop strings cannot match. Throws ferry::Error for a prompt check_prompt() refuses.
+/// Decoder-only: the prompt is prefilled in one forward, then one token per forward with the KV cache; generation
+/// stops at the context (max_position_embeddings) with StopReason::MaxLength, as transformers' max_length does.
+/// Encoder-decoder (T5): the encoder runs once over the prompt, then the decoder starts from
+/// decoder_start_token_id (a repetition penalty sees the decoder's tokens, as in transformers); timings: prefill =
+/// encoder + first decoder step. GenerateResult::prompt_ids are the prompt either way.
+/// HF: GenerationMixin.generate(input_ids, ...) of an AutoModelForCausalLM or AutoModelForSeq2SeqLM.
+GenerateResult generate(models::LanguageModel& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
                         const GenerateOptions& options = {}, const TokenCallback& on_token = {});
 
 /// Encodes `prompt` with the tokenizer, then generates.
-GenerateResult generate(models::CausalLM& model, const Tokenizer& tokenizer, std::string_view prompt,
+GenerateResult generate(models::LanguageModel& model, const Tokenizer& tokenizer, std::string_view prompt,
                         const GenerateOptions& options = {}, const TokenCallback& on_token = {});
 
 }  // namespace ferry::text
