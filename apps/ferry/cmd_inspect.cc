@@ -55,8 +55,10 @@ void inspect_gguf(const std::string& path, bool no_tensors) {
   if (no_tensors) return;
   std::printf("\n");
   std::vector<std::vector<std::string>> rows{{"tensor", "as", "type", "shape", "bytes"}};
+  const models::GgufArchitecture* arch =
+      models::find_gguf_architecture(f.get_string("general.architecture").value_or(""));
   for (const auto& t : f.tensors())
-    rows.push_back({t.name, models::hf_tensor_name(t.name).value_or("-"), std::string(ggml_type_info(t.type).name),
+    rows.push_back({t.name, arch ? models::hf_tensor_name(*arch->tensors, t.name).value_or("-") : "-", std::string(ggml_type_info(t.type).name),
                     shape_str(t.shape()), format_bytes(static_cast<int64_t>(t.nbytes))});
   print_table(stdout, rows);
 }

@@ -18,11 +18,8 @@
 #include "ferry/big_modeling/quantize.h"
 #include "ferry/core/quant.h"
 #include "ferry/models/gguf_model.h"
-#include "ferry/models/t5.h"
 #include "ferry/nn/module_tensors.h"
-#include "ferry/models/gpt2.h"
-#include "ferry/models/gptj.h"
-#include "ferry/models/llama.h"
+#include "ferry/models/architectures.h"
 #include "ferry/nn/empty_weights.h"
 #include "ferry/nn/tied.h"
 #include "resident_loading.h"
@@ -30,40 +27,6 @@
 namespace ferry::models {
 
 namespace {
-
-using Factory = std::function<std::shared_ptr<CausalLM>(const ConfigJson&, DType)>;
-
-struct Architecture {
-  const char* name;
-  const char* model_type;
-  Factory make;
-};
-
-const std::vector<Architecture>& registry() {
-  static const std::vector<Architecture> table = {
-      {"LlamaForCausalLM", "llama",
-       [](const ConfigJson& c, DType d) { return make_llama_family(c, "LlamaForCausalLM", d); }},
-      {"MistralForCausalLM", "mistral",
-       [](const ConfigJson& c, DType d) { return make_llama_family(c, "MistralForCausalLM", d); }},
-      {"Qwen2ForCausalLM", "qwen2",
-       [](const ConfigJson& c, DType d) { return make_llama_family(c, "Qwen2ForCausalLM", d); }},
-      {"GPT2LMHeadModel", "gpt2", make_gpt2},
-      {"GPTJForCausalLM", "gptj", make_gptj},
-  };
-  return table;
-}
-
-const Architecture* find_architecture(const std::string& name) {
-  for (const Architecture& a : registry())
-    if (name == a.name) return &a;
-  return nullptr;
-}
-
-std::string supported_list() {
-  std::string s;
-  for (const Architecture& a : registry()) s += std::string(s.empty() ? "" : ", ") + a.name + " (" + a.model_type + ")";
-  return s;
-}
 
 // A checkpoint key reported missing is really missing unless a tied partner was loaded (one slot, two names).
 std::vector<std::string> truly_missing(const nn::Module& model, const std::vector<std::string>& reported) {
@@ -182,11 +145,13 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
     std::vector<std::string> converted;
     const std::string file_path = std::filesystem::absolute(path).string();
     const bool tied = config.get_bool("tie_word_embeddings", false);
+    const Architecture& arch = architecture_for(config);
     for (const auto& info : file.tensors()) {
-      const auto hf = hf_tensor_name(info.name);
+      const auto hf = hf_tensor_name(*gguf_architecture(file).tensors, info.name);
       if (!hf) continue;
       std::vector<std::string> names{*hf};
-      if (tied && info.name == "token_embd.weight") names.push_back("lm_head.weight");  // the head is the embedding
+      for (const TiedKey& t : arch.tied_keys)  // a tied head is the embedding: the same bytes of the file
+        if ((t.always || tied) && *hf == t.source) names.emplace_back(t.tied);
       for (const std::string& name : names) {
         if (!map.device_for(name).value_or(Device::cpu()).is_disk()) continue;
         const Tensor slot = nn::get_module_tensor(*model, name);
@@ -240,25 +205,12 @@ void finish_loading(LanguageModel& model, const std::string& base_model_prefix,
 
 std::vector<std::string> supported_architectures() {
   std::vector<std::string> names;
-  for (const Architecture& a : registry()) names.emplace_back(a.name);
+  for (const Architecture& a : architectures())
+    if (!a.encoder_decoder) names.emplace_back(a.name);
   return names;
 }
 
-std::string resolve_architecture(const ConfigJson& config) {
-  const std::optional<std::string> named = config.architecture();
-  if (named && find_architecture(*named)) return *named;
-  const std::string model_type = config.model_type();
-  for (const Architecture& a : registry()) {
-    if (model_type == a.model_type) {
-      if (named) log_info("{}: architectures[0] is {}; loading {} for model_type \"{}\"", config.where(), *named, a.name,
-                          model_type);
-      return a.name;
-    }
-  }
-  config.fail("unknown architecture: architectures[0] = " + (named ? "\"" + *named + "\"" : std::string("(absent)")) +
-                  ", model_type = " + (model_type.empty() ? std::string("(absent)") : "\"" + model_type + "\""),
-              "ferry implements " + supported_list() + ".");
-}
+std::string resolve_architecture(const ConfigJson& config) { return std::string(architecture_for(config).name); }
 
 DType resolve_dtype(const ConfigJson& config, std::optional<DType> requested) {
   const DType dtype = requested ? *requested : config.dtype().value_or(DType::F32);
@@ -276,13 +228,30 @@ bool is_resident_cpu_map(const std::variant<std::monostate, std::string, DeviceM
   return devices.size() == 1 && devices[0].is_cpu();
 }
 
-std::shared_ptr<CausalLM> AutoModelForCausalLM::from_config(const ConfigJson& config, DType dtype) {
-  const std::string architecture = resolve_architecture(config);
+namespace {
+
+// The decoder-only entry `config` names; an encoder-decoder one is refused saying which class loads it.
+const Architecture& causal_architecture(const ConfigJson& config) {
+  const Architecture& a = architecture_for(config);
+  if (a.encoder_decoder)
+    config.fail(std::string(a.name) + " is an encoder-decoder model, not a causal LM",
+                "load it with AutoModelForSeq2SeqLM (the `ferry` command and ferry.AutoModelForSeq2SeqLM do)");
+  return a;
+}
+
+// The registry's builder for `config`, its errors naming the architecture.
+std::shared_ptr<LanguageModel> build(const Architecture& a, const ConfigJson& config, DType dtype) {
   try {
-    return find_architecture(architecture)->make(config, dtype);
+    return a.build(config, dtype);
   } catch (const Error& e) {
-    throw e.with_context(architecture);
+    throw e.with_context(std::string(a.name));
   }
+}
+
+}  // namespace
+
+std::shared_ptr<CausalLM> AutoModelForCausalLM::from_config(const ConfigJson& config, DType dtype) {
+  return std::static_pointer_cast<CausalLM>(build(causal_architecture(config), config, dtype));
 }
 
 std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::filesystem::path& folder,
@@ -291,7 +260,7 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
   // Everything that can be checked without reading weights is checked first.
   const ConfigJson config = ConfigJson::read(folder);
   const DType dtype = resolve_dtype(config, options.dtype);
-  resolve_architecture(config);
+  causal_architecture(config);
   const io::CheckpointFiles files = io::get_checkpoint_shard_files(folder);
 
   std::shared_ptr<CausalLM> model;
@@ -303,25 +272,35 @@ std::shared_ptr<CausalLM> AutoModelForCausalLM::from_pretrained(const std::files
   return model;
 }
 
-bool is_seq2seq_config(const ConfigJson& config) {
+namespace {
+
+// The encoder-decoder entry `config` names by architectures[0] or model_type, or nullptr.
+const Architecture* seq2seq_architecture(const ConfigJson& config) {
+  const std::optional<std::string> named = config.architecture();
   const std::string type = config.model_type();
-  const std::optional<std::string> arch = config.architecture();
-  return type == "t5" || type == "mt5" || type == "umt5" ||
-         (arch && (*arch == "T5ForConditionalGeneration" || *arch == "MT5ForConditionalGeneration" ||
-                   *arch == "UMT5ForConditionalGeneration"));
+  for (const Architecture& a : architectures())
+    if (a.encoder_decoder && (a.model_type == type || (named && a.name == *named))) return &a;
+  return nullptr;
 }
 
+std::string seq2seq_list() {
+  std::string s;
+  for (const Architecture& a : architectures())
+    if (a.encoder_decoder) s += (s.empty() ? "" : ", ") + std::string(a.name) + " (" + std::string(a.model_type) + ")";
+  return s;
+}
+
+}  // namespace
+
+bool is_seq2seq_config(const ConfigJson& config) { return seq2seq_architecture(config) != nullptr; }
+
 std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_config(const ConfigJson& config, DType dtype) {
-  if (!is_seq2seq_config(config))
+  const Architecture* a = seq2seq_architecture(config);
+  if (!a)
     config.fail("not an encoder-decoder model ferry implements: model_type \"" + config.model_type() + "\"",
-                "AutoModelForSeq2SeqLM loads T5ForConditionalGeneration, MT5ForConditionalGeneration and "
-                "UMT5ForConditionalGeneration (model_type t5, mt5, umt5); decoder-only models load with "
+                "AutoModelForSeq2SeqLM loads " + seq2seq_list() + "; decoder-only models load with "
                 "AutoModelForCausalLM");
-  try {
-    return make_t5(config, dtype);
-  } catch (const Error& e) {
-    throw e.with_context("T5ForConditionalGeneration");
-  }
+  return std::static_pointer_cast<Seq2SeqLM>(build(*a, config, dtype));
 }
 
 std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_pretrained(const std::filesystem::path& folder,
@@ -339,7 +318,7 @@ std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_pretrained(const std::fil
 
 std::shared_ptr<LanguageModel> language_model_from_config(const ConfigJson& config, DType dtype) {
   if (is_seq2seq_config(config)) return AutoModelForSeq2SeqLM::from_config(config, dtype);
-  return AutoModelForCausalLM::from_config(config, dtype);
+  return build(architecture_for(config), config, dtype);
 }
 
 std::shared_ptr<LanguageModel> load_language_model(const std::filesystem::path& path,

@@ -121,10 +121,12 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   if (from_gguf) gguf = io::GgufFile::open(source);
   const ConfigJson config = from_gguf ? gguf_config(*gguf) : ConfigJson::read(source);
   const std::string model_type = config.model_type();
-  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2")
+  const Architecture& family = architecture_for(config);
+  if (!family.gguf)
     throw Error("ferry writes GGUF files of llama, mistral and qwen2 models, not \"" + model_type + "\"",
                 source.string(), "use llama.cpp's convert_hf_to_gguf.py for other architectures");
-  const std::string arch = model_type == "qwen2" ? "qwen2" : "llama";
+  const std::string arch(family.gguf->name);
+  const GgufTensorNames& gguf_names = *family.gguf->tensors;
   const nlohmann::json& cj = config.json();
   const bool sliding = cj.contains("sliding_window") && cj["sliding_window"].is_number_integer() &&
                        (model_type == "mistral" || cj.value("use_sliding_window", false));
@@ -170,7 +172,7 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   for (const auto& [hf, t] : tensors) {
     if (hf.find("rotary_emb.inv_freq") != std::string::npos) continue;  // recomputed from the config
     if (hf == "lm_head.weight" && tied) continue;
-    const auto name = gguf_tensor_name(hf);
+    const auto name = gguf_tensor_name(gguf_names, hf);
     if (!name)
       throw Error("tensor has no GGUF name", source.string() + ": " + hf,
                   "the checkpoint holds more than a " + arch + " text model");
@@ -186,7 +188,7 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
     const Tensor src = tensors.at(hf);
     const DType target = tensor_dtype(ft, name, src.shape(), layers);
     // HF folders hold q/k in rotate-half order; a GGUF source already in llama.cpp's.
-    const bool permute = !from_gguf && arch == "llama" && (hf.find(".self_attn.q_proj.") != std::string::npos ||
+    const bool permute = !from_gguf && family.gguf->interleaved_qk_rows && (hf.find(".self_attn.q_proj.") != std::string::npos ||
                                                             hf.find(".self_attn.k_proj.") != std::string::npos);
     const int64_t h = hf.find(".q_proj.") != std::string::npos ? heads : kv_heads;
     w.add_tensor(name, src.shape(), target, [src, target, permute, h] {

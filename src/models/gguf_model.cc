@@ -12,14 +12,6 @@
 namespace ferry::models {
 namespace {
 
-// llama.cpp's per-block tensor names (gguf-py constants.py MODEL_TENSOR) and their HF counterparts.
-constexpr std::pair<std::string_view, std::string_view> kBlockNames[] = {
-    {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},  {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"},
-    {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
-};
-
 std::string arch_of(const io::GgufFile& f) { return f.require_string("general.architecture"); }
 
 [[noreturn]] void unsupported(const io::GgufFile& f, const std::string& key, const std::string& problem,
@@ -42,52 +34,21 @@ ConfigJson read_model_config(const std::filesystem::path& path) {
   return ConfigJson::read(path);
 }
 
-std::optional<std::string> hf_tensor_name(std::string_view name) {
-  if (name == "token_embd.weight") return "model.embed_tokens.weight";
-  if (name == "output_norm.weight") return "model.norm.weight";
-  if (name == "output.weight") return "lm_head.weight";
-  // "blk.<layer>.<tensor>.<weight|bias>"
-  constexpr std::string_view blk = "blk.";
-  if (name.substr(0, blk.size()) != blk) return std::nullopt;
-  const std::string_view rest = name.substr(blk.size());
-  const std::size_t dot1 = rest.find('.'), dot2 = rest.rfind('.');
-  if (dot1 == 0 || dot1 == std::string_view::npos || dot2 <= dot1) return std::nullopt;
-  const std::string_view layer = rest.substr(0, dot1), tensor = rest.substr(dot1 + 1, dot2 - dot1 - 1),
-                         kind = rest.substr(dot2 + 1);
-  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  if (kind != "weight" && kind != "bias") return std::nullopt;
-  for (const auto& [gguf, hf] : kBlockNames)
-    if (tensor == gguf)
-      return "model.layers." + std::string(layer) + "." + std::string(hf) + "." + std::string(kind);
-  return std::nullopt;
-}
-
-std::optional<std::string> gguf_tensor_name(std::string_view hf) {
-  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
-  if (hf == "model.norm.weight") return "output_norm.weight";
-  if (hf == "lm_head.weight") return "output.weight";
-  constexpr std::string_view layers = "model.layers.";
-  if (hf.substr(0, layers.size()) != layers) return std::nullopt;
-  const std::string_view rest = hf.substr(layers.size());
-  const std::size_t dot1 = rest.find('.'), dot2 = rest.rfind('.');
-  if (dot1 == 0 || dot1 == std::string_view::npos || dot2 <= dot1) return std::nullopt;
-  const std::string_view layer = rest.substr(0, dot1), module = rest.substr(dot1 + 1, dot2 - dot1 - 1),
-                         kind = rest.substr(dot2 + 1);
-  if (!std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  if (kind != "weight" && kind != "bias") return std::nullopt;
-  for (const auto& [gguf, name] : kBlockNames)
-    if (module == name) return "blk." + std::string(layer) + "." + std::string(gguf) + "." + std::string(kind);
-  return std::nullopt;
+const GgufArchitecture& gguf_architecture(const io::GgufFile& f) {
+  const std::string arch = arch_of(f);
+  const GgufArchitecture* g = find_gguf_architecture(arch);
+  if (!g)
+    unsupported(f, "general.architecture", "GGUF architecture \"" + arch + "\" is not supported",
+                "ferry reads llama (Llama, Mistral) and qwen2 GGUF files; use the Hugging Face folder instead");
+  return *g;
 }
 
 ConfigJson gguf_config(const io::GgufFile& f) {
-  const std::string arch = arch_of(f);
-  if (arch != "llama" && arch != "qwen2")
-    unsupported(f, "general.architecture", "GGUF architecture \"" + arch + "\" is not supported",
-                "ferry reads llama (Llama, Mistral) and qwen2 GGUF files; use the Hugging Face folder instead");
+  const GgufArchitecture& g = gguf_architecture(f);
+  const std::string arch(g.name);
   const std::string p = arch + ".";
   nlohmann::json c;
-  c["architectures"] = {arch == "llama" ? "LlamaForCausalLM" : "Qwen2ForCausalLM"};
+  c["architectures"] = {std::string(g.hf_architecture)};
   c["model_type"] = arch;
   const int64_t hidden = f.require_int(p + "embedding_length");
   const int64_t heads = f.require_int(p + "attention.head_count");
@@ -119,7 +80,7 @@ ConfigJson gguf_config(const io::GgufFile& f) {
   if (embed.dims.size() != 2) unsupported(f, "token_embd.weight", "must be 2-D", "");
   c["vocab_size"] = static_cast<int64_t>(embed.dims[1]);
   c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
-  if (arch == "llama") {
+  if (g.interleaved_qk_rows) {
     // llama.cpp's converter interleaves each head's q/k rows; attention rotates adjacent pairs to match (see
     // LlamaConfig::rope_layout), so the weights stay as the file holds them.
     c["rope_interleaved"] = true;
@@ -143,10 +104,11 @@ DType gguf_default_dtype(const io::GgufFile& f) {
 
 io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
   (void)config;
+  const GgufTensorNames& names = *gguf_architecture(f).tensors;
   io::StateDict out;
   std::vector<std::string> unknown;
   for (const auto& info : f.tensors()) {
-    const auto hf = hf_tensor_name(info.name);
+    const auto hf = hf_tensor_name(names, info.name);
     if (!hf) {
       unknown.push_back(info.name);
       continue;
@@ -167,10 +129,11 @@ io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
 
 std::size_t use_gguf_storage_dtypes(nn::Module& skeleton, const io::GgufFile& f) {
   const nn::NamedTensors params = skeleton.named_parameters();
+  const GgufTensorNames& names = *gguf_architecture(f).tensors;
   std::size_t n = 0;
   for (const auto& info : f.tensors()) {
     const auto dt = dtype_of_ggml(info.type);
-    const auto hf = hf_tensor_name(info.name);
+    const auto hf = hf_tensor_name(names, info.name);
     if (!dt || !is_quantized(*dt) || !hf) continue;
     const auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == *hf; });
     if (it == params.end() || it->second.shape() != info.shape()) continue;  // loading reports these

@@ -21,35 +21,30 @@ namespace ferry::models {
 
 namespace {
 
-struct FamilyDefaults {
-  const char* prefix;
-  const char* model_type;
-  int64_t max_position_embeddings;
-  int64_t num_key_value_heads;  // when the key is absent (0: num_attention_heads)
-};
-
-FamilyDefaults family_defaults(const std::string& architecture) {
-  if (architecture == "LlamaForCausalLM") return {"Llama", "llama", 2048, 0};
-  if (architecture == "MistralForCausalLM") return {"Mistral", "mistral", 4096 * 32, 8};
-  if (architecture == "Qwen2ForCausalLM") return {"Qwen2", "qwen2", 32768, 32};
-  throw Error("not a Llama-family architecture: " + architecture, "LlamaConfig");
-}
-
 // Mistral and Qwen2 default sliding_window to 4096 when the key is absent; an explicit null turns it off.
 std::optional<int64_t> sliding_window_key(const ConfigJson& j) {
   if (!j.json().contains("sliding_window")) return 4096;
-  return j.get_optional_int("sliding_window");
+  std::optional<int64_t> w = j.get_optional_int("sliding_window");
+  if (w && *w <= 0) j.fail("\"sliding_window\" must be positive, got " + std::to_string(*w));
+  return w;
 }
 
-std::vector<int64_t> sliding_windows(const ConfigJson& j, const LlamaConfig& c) {
-  std::vector<int64_t> windows(static_cast<std::size_t>(c.num_hidden_layers), 0);
-  if (c.class_prefix == "Llama") return windows;
-  std::optional<int64_t> w = sliding_window_key(j);
-  if (c.class_prefix == "Qwen2" && !j.get_bool("use_sliding_window", false)) w.reset();
-  if (w && *w <= 0) j.fail("\"sliding_window\" must be positive, got " + std::to_string(*w));
-  if (!w) return windows;
-  if (c.class_prefix == "Mistral") return std::vector<int64_t>(windows.size(), *w);
-  // Qwen2: layer_types when given, else sliding from layer max_window_layers upwards (Qwen2Config.__post_init__).
+void read_llama_keys(const ConfigJson& j, LlamaConfig& c) {
+  c.qkv_bias = c.o_proj_bias = j.get_bool("attention_bias", false);
+  c.mlp_bias = j.get_bool("mlp_bias", false);
+}
+
+void read_mistral_keys(const ConfigJson& j, LlamaConfig& c) {
+  if (const std::optional<int64_t> w = sliding_window_key(j)) c.sliding_window.assign(c.sliding_window.size(), *w);
+}
+
+void read_qwen2_keys(const ConfigJson& j, LlamaConfig& c) {
+  c.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without, whatever the config says
+  if (!j.get_bool("use_sliding_window", false)) return;  // sliding_window is then not read at all
+  const std::optional<int64_t> w = sliding_window_key(j);
+  if (!w) return;
+  std::vector<int64_t>& windows = c.sliding_window;
+  // layer_types when given, else sliding from layer max_window_layers upwards (Qwen2Config.__post_init__).
   const auto it = j.json().find("layer_types");
   if (it != j.json().end() && !it->is_null()) {
     if (!it->is_array() || static_cast<int64_t>(it->size()) != c.num_hidden_layers)
@@ -60,11 +55,10 @@ std::vector<int64_t> sliding_windows(const ConfigJson& j, const LlamaConfig& c) 
         j.fail("\"layer_types\"[" + std::to_string(i) + "] must be \"full_attention\" or \"sliding_attention\"");
       if (t == "sliding_attention") windows[i] = *w;
     }
-    return windows;
+    return;
   }
   const int64_t first = j.get_int("max_window_layers", 28);
   for (int64_t i = first < 0 ? 0 : first; i < c.num_hidden_layers; ++i) windows[static_cast<std::size_t>(i)] = *w;
-  return windows;
 }
 
 void require_positive(const ConfigJson& j, const char* key, int64_t v) {
@@ -75,11 +69,14 @@ void require_positive(const ConfigJson& j, const char* key, int64_t v) {
 
 // ---- config -----------------------------------------------------------------------------------------------------
 
-LlamaConfig LlamaConfig::from_json(const ConfigJson& j, const std::string& architecture) {
-  const FamilyDefaults d = family_defaults(architecture);
+const LlamaVariant kLlamaVariant{"LlamaForCausalLM", "Llama", "llama", 2048, 0, read_llama_keys};
+const LlamaVariant kMistralVariant{"MistralForCausalLM", "Mistral", "mistral", 4096 * 32, 8, read_mistral_keys};
+const LlamaVariant kQwen2Variant{"Qwen2ForCausalLM", "Qwen2", "qwen2", 32768, 32, read_qwen2_keys};
+
+LlamaConfig LlamaConfig::from_json(const ConfigJson& j, const LlamaVariant& d) {
   LlamaConfig c;
-  c.architecture = architecture;
-  c.class_prefix = d.prefix;
+  c.architecture = d.architecture;
+  c.class_prefix = d.class_prefix;
   c.model_type = d.model_type;
   c.vocab_size = j.require_int("vocab_size");
   c.hidden_size = j.require_int("hidden_size");
@@ -103,19 +100,14 @@ LlamaConfig LlamaConfig::from_json(const ConfigJson& j, const std::string& archi
   c.max_position_embeddings = j.get_int("max_position_embeddings", d.max_position_embeddings);
   c.hidden_act = j.get_string("hidden_act", "silu");
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
-    j.fail("hidden_act \"" + c.hidden_act + "\" is not supported by ferry's " + architecture,
+    j.fail("hidden_act \"" + c.hidden_act + "\" is not supported by ferry's " + c.architecture,
            "ferry implements the SwiGLU MLP (\"silu\").");
   c.rms_norm_eps = j.get_float("rms_norm_eps", 1e-6);
   c.tie_word_embeddings = j.get_bool("tie_word_embeddings", false);
-  if (c.class_prefix == "Llama") {
-    c.qkv_bias = c.o_proj_bias = j.get_bool("attention_bias", false);
-    c.mlp_bias = j.get_bool("mlp_bias", false);
-  } else if (c.class_prefix == "Qwen2") {
-    c.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without, whatever the config says
-  }
   c.rope = j.rope_parameters(c.max_position_embeddings);
   if (j.get_bool("rope_interleaved", false)) c.rope_layout = ops::RopeLayout::Interleaved;
-  c.sliding_window = sliding_windows(j, c);
+  c.sliding_window.assign(static_cast<std::size_t>(c.num_hidden_layers), 0);  // full attention unless the variant says
+  d.read_own_keys(j, c);
   if (c.head_dim % 2 != 0) j.fail("head_dim " + std::to_string(c.head_dim) + " must be even for rotary embeddings");
   return c;
 }
@@ -228,8 +220,8 @@ nn::Value LlamaForCausalLM::forward(const nn::Args& args) {
   return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
 }
 
-std::shared_ptr<CausalLM> make_llama_family(const ConfigJson& config, const std::string& architecture, DType dtype) {
-  return std::make_shared<LlamaForCausalLM>(LlamaConfig::from_json(config, architecture), dtype);
+std::shared_ptr<CausalLM> make_llama_family(const ConfigJson& config, const LlamaVariant& variant, DType dtype) {
+  return std::make_shared<LlamaForCausalLM>(LlamaConfig::from_json(config, variant), dtype);
 }
 
 }  // namespace ferry::models

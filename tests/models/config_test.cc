@@ -160,7 +160,7 @@ json llama_sizes() {
 }
 
 TEST(LlamaConfig, TransformersDefaults) {
-  LlamaConfig c = LlamaConfig::from_json(cfg(llama_sizes()), "LlamaForCausalLM");
+  LlamaConfig c = LlamaConfig::from_json(cfg(llama_sizes()), kLlamaVariant);
   EXPECT_EQ(c.num_key_value_heads, 8);  // = num_attention_heads
   EXPECT_EQ(c.head_dim, 8);
   EXPECT_EQ(c.max_position_embeddings, 2048);
@@ -176,32 +176,32 @@ TEST(LlamaConfig, BiasesFollowTheFamily) {
   json j = llama_sizes();
   j["attention_bias"] = true;
   j["mlp_bias"] = true;
-  LlamaConfig llama = LlamaConfig::from_json(cfg(j), "LlamaForCausalLM");
+  LlamaConfig llama = LlamaConfig::from_json(cfg(j), kLlamaVariant);
   EXPECT_TRUE(llama.qkv_bias && llama.o_proj_bias && llama.mlp_bias);
   // Mistral has no bias keys: transformers ignores them.
-  LlamaConfig mistral = LlamaConfig::from_json(cfg(j), "MistralForCausalLM");
+  LlamaConfig mistral = LlamaConfig::from_json(cfg(j), kMistralVariant);
   EXPECT_FALSE(mistral.qkv_bias || mistral.o_proj_bias || mistral.mlp_bias);
   // Qwen2: q/k/v always biased, o_proj never.
   json q = llama_sizes();
   q["num_key_value_heads"] = 2;  // Qwen2Config's default when absent is 32
-  LlamaConfig qwen2 = LlamaConfig::from_json(cfg(q), "Qwen2ForCausalLM");
+  LlamaConfig qwen2 = LlamaConfig::from_json(cfg(q), kQwen2Variant);
   EXPECT_TRUE(qwen2.qkv_bias);
   EXPECT_FALSE(qwen2.o_proj_bias || qwen2.mlp_bias);
 }
 
 TEST(LlamaConfig, MistralDefaultsAndSlidingWindow) {
-  LlamaConfig c = LlamaConfig::from_json(cfg(llama_sizes()), "MistralForCausalLM");
+  LlamaConfig c = LlamaConfig::from_json(cfg(llama_sizes()), kMistralVariant);
   EXPECT_EQ(c.num_key_value_heads, 8);  // MistralConfig's default (8) when the key is absent
   EXPECT_THAT(c.sliding_window, ElementsAre(4096, 4096, 4096));  // default 4096
   json j = llama_sizes();
   j["sliding_window"] = nullptr;
   j["num_key_value_heads"] = nullptr;
-  c = LlamaConfig::from_json(cfg(j), "MistralForCausalLM");
+  c = LlamaConfig::from_json(cfg(j), kMistralVariant);
   EXPECT_THAT(c.sliding_window, ElementsAre(0, 0, 0));
   EXPECT_EQ(c.num_key_value_heads, 8);  // null -> num_attention_heads (also 8 here)
   j["sliding_window"] = 16;
   j["num_key_value_heads"] = 2;
-  c = LlamaConfig::from_json(cfg(j), "MistralForCausalLM");
+  c = LlamaConfig::from_json(cfg(j), kMistralVariant);
   EXPECT_THAT(c.sliding_window, ElementsAre(16, 16, 16));
   EXPECT_EQ(c.num_key_value_heads, 2);
 }
@@ -210,38 +210,38 @@ TEST(LlamaConfig, Qwen2SlidingWindowLayers) {
   json j = llama_sizes();
   j["num_key_value_heads"] = 4;
   j["sliding_window"] = 32;
-  EXPECT_THAT(LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM").sliding_window, ElementsAre(0, 0, 0));
+  EXPECT_THAT(LlamaConfig::from_json(cfg(j), kQwen2Variant).sliding_window, ElementsAre(0, 0, 0));
   j["use_sliding_window"] = true;
   j["max_window_layers"] = 1;
-  EXPECT_THAT(LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM").sliding_window, ElementsAre(0, 32, 32));
+  EXPECT_THAT(LlamaConfig::from_json(cfg(j), kQwen2Variant).sliding_window, ElementsAre(0, 32, 32));
   j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
-  EXPECT_THAT(LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM").sliding_window, ElementsAre(32, 0, 32));
+  EXPECT_THAT(LlamaConfig::from_json(cfg(j), kQwen2Variant).sliding_window, ElementsAre(32, 0, 32));
   j["layer_types"] = {"sliding_attention"};
-  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM"); }),
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), kQwen2Variant); }),
               HasSubstr("one type per layer (3)"));
   j["layer_types"] = {"sliding_attention", "chunked", "full_attention"};
-  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "Qwen2ForCausalLM"); }), HasSubstr("layer_types\"[1]"));
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), kQwen2Variant); }), HasSubstr("layer_types\"[1]"));
 }
 
 TEST(LlamaConfig, InvalidShapesAreErrors) {
   for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
     json j = llama_sizes();
     j.erase(key);
-    EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }),
+    EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), kLlamaVariant); }),
                 HasSubstr(std::string("missing required key \"") + key + "\""));
     j[key] = 0;
-    EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }), HasSubstr("must be positive"));
+    EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), kLlamaVariant); }), HasSubstr("must be positive"));
   }
   json j = llama_sizes();
   j["num_key_value_heads"] = 3;
-  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }),
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), kLlamaVariant); }),
               HasSubstr("must be a multiple of num_key_value_heads (3)"));
   j = llama_sizes();
   j["hidden_act"] = "gelu";
-  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }), HasSubstr("hidden_act \"gelu\""));
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), kLlamaVariant); }), HasSubstr("hidden_act \"gelu\""));
   j = llama_sizes();
   j["head_dim"] = 7;
-  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), "LlamaForCausalLM"); }), HasSubstr("must be even"));
+  EXPECT_THAT(error_of([&] { LlamaConfig::from_json(cfg(j), kLlamaVariant); }), HasSubstr("must be even"));
 }
 
 TEST(GPT2Config, DefaultsAndAliases) {

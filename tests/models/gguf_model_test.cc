@@ -22,18 +22,30 @@ namespace fs = std::filesystem;
 
 Tensor prompt() { return Tensor::from_vector(std::vector<int64_t>{3, 14, 15, 92, 65, 35, 89, 7}, {8}); }
 
-TEST(GgufNames, LlamaCppNamesMapToHuggingFaceNames) {
-  EXPECT_EQ(hf_tensor_name("token_embd.weight"), "model.embed_tokens.weight");
-  EXPECT_EQ(hf_tensor_name("output_norm.weight"), "model.norm.weight");
-  EXPECT_EQ(hf_tensor_name("output.weight"), "lm_head.weight");
-  EXPECT_EQ(hf_tensor_name("blk.12.attn_q.weight"), "model.layers.12.self_attn.q_proj.weight");
-  EXPECT_EQ(hf_tensor_name("blk.0.attn_k.bias"), "model.layers.0.self_attn.k_proj.bias");
-  EXPECT_EQ(hf_tensor_name("blk.3.attn_output.weight"), "model.layers.3.self_attn.o_proj.weight");
-  EXPECT_EQ(hf_tensor_name("blk.3.ffn_norm.weight"), "model.layers.3.post_attention_layernorm.weight");
-  EXPECT_EQ(hf_tensor_name("blk.3.ffn_down.weight"), "model.layers.3.mlp.down_proj.weight");
-  EXPECT_EQ(hf_tensor_name("blk.3.attn_norm.weight"), "model.layers.3.input_layernorm.weight");
-  EXPECT_EQ(hf_tensor_name("rope_freqs.weight"), std::nullopt);
-  EXPECT_EQ(hf_tensor_name("blk.x.attn_q.weight"), std::nullopt);
+TEST(GgufNames, LlamaCppNamesMapToHuggingFaceNamesBothWays) {
+  ASSERT_NE(find_gguf_architecture("llama"), nullptr);
+  const GgufTensorNames& names = *find_gguf_architecture("llama")->tensors;
+  auto hf = [&](std::string_view g) { return hf_tensor_name(names, g); };
+  EXPECT_EQ(hf("token_embd.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(hf("output_norm.weight"), "model.norm.weight");
+  EXPECT_EQ(hf("output.weight"), "lm_head.weight");
+  EXPECT_EQ(hf("blk.12.attn_q.weight"), "model.layers.12.self_attn.q_proj.weight");
+  EXPECT_EQ(hf("blk.0.attn_k.bias"), "model.layers.0.self_attn.k_proj.bias");
+  EXPECT_EQ(hf("blk.3.attn_output.weight"), "model.layers.3.self_attn.o_proj.weight");
+  EXPECT_EQ(hf("blk.3.ffn_norm.weight"), "model.layers.3.post_attention_layernorm.weight");
+  EXPECT_EQ(hf("blk.3.ffn_down.weight"), "model.layers.3.mlp.down_proj.weight");
+  EXPECT_EQ(hf("blk.3.attn_norm.weight"), "model.layers.3.input_layernorm.weight");
+  // The same table read the other way (what `ferry quantize` writes).
+  for (const char* g : {"token_embd.weight", "output_norm.weight", "output.weight", "blk.12.attn_q.weight",
+                        "blk.0.attn_k.bias", "blk.3.ffn_gate.weight", "blk.3.ffn_up.weight"})
+    EXPECT_EQ(gguf_tensor_name(names, *hf(g)), g);
+  for (const char* bad : {"rope_freqs.weight", "blk.x.attn_q.weight", "blk.3.attn_q.scale", "blk..attn_q.weight",
+                          "blk.3", "blk", "blk.3.attn_zz.weight", ""})
+    EXPECT_EQ(hf(bad), std::nullopt) << bad;
+  for (const char* bad : {"model.layers.x.mlp.up_proj.weight", "model.layers.3.mlp.up_proj", "model.layers",
+                          "model.layersX.3.mlp.up_proj.weight", "model.embed_tokens.bias"})
+    EXPECT_EQ(gguf_tensor_name(names, bad), std::nullopt) << bad;
+  EXPECT_EQ(find_gguf_architecture("gpt2"), nullptr);  // not read by ferry
   EXPECT_FALSE(is_gguf_file(FERRY_SOURCE_DIR "/README.md"));
 }
 

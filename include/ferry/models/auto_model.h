@@ -119,12 +119,11 @@ std::shared_ptr<LanguageModel> language_model_from_config(const ConfigJson& conf
 /// *ForConditionalGeneration architecture of them).
 bool is_seq2seq_config(const ConfigJson& config);
 
-/// The architecture to build for `config`: architectures[0] when ferry implements it; otherwise model_type's causal
-/// LM (transformers' AutoModelForCausalLM also goes by model_type, so ["LlamaModel"] + "llama" loads
-/// LlamaForCausalLM). Throws ferry::Error naming both keys and listing what ferry supports.
+/// The class to build for `config` (architectures.h's architecture_for: architectures[0] when ferry implements it,
+/// else model_type's entry). Throws ferry::Error naming both keys and listing what ferry supports.
 std::string resolve_architecture(const ConfigJson& config);
 
-/// The causal-LM classes ferry implements, in a fixed order.
+/// The decoder-only classes ferry implements, in the registry's order.
 std::vector<std::string> supported_architectures();
 
 /// The dtype from_pretrained loads in: `requested`, else config.json's, else f32.

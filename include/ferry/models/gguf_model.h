@@ -24,6 +24,7 @@
 #include "ferry/core/dtype.h"
 #include "ferry/io/gguf.h"
 #include "ferry/io/state_dict.h"
+#include "ferry/models/architectures.h"
 #include "ferry/models/config.h"
 #include "ferry/nn/module.h"
 
@@ -39,12 +40,9 @@ ConfigJson read_model_config(const std::filesystem::path& path);
 /// Throws ferry::Error naming the file and key for an unsupported architecture or a missing / unsupported setting.
 ConfigJson gguf_config(const io::GgufFile& file);
 
-/// The HF name of a llama.cpp tensor name ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"),
-/// or nullopt for names with no counterpart.
-std::optional<std::string> hf_tensor_name(std::string_view gguf_name);
-
-/// The llama.cpp name of an HF tensor name (the inverse of hf_tensor_name), or nullopt.
-std::optional<std::string> gguf_tensor_name(std::string_view hf_name);
+/// The registry's entry for the file's general.architecture (its tensor names: architectures.h's hf_tensor_name /
+/// gguf_tensor_name). Throws ferry::Error naming the key for an architecture ferry does not read.
+const GgufArchitecture& gguf_architecture(const io::GgufFile& file);
 
 /// The dtype a GGUF's weights load as by default: the type of its first attention projection when that is f32, f16
 /// or bf16, else f32 (quantized weights dequantize exactly into f32).

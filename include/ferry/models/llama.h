@@ -28,6 +28,23 @@
 
 namespace ferry::models {
 
+struct LlamaConfig;
+
+/// What tells the members of the Llama family apart: their class names, defaults and own config keys. Each registry
+/// entry (architectures.cc) passes its variant to make_llama_family; the modules never compare class names.
+struct LlamaVariant {
+  const char* architecture;     // "MistralForCausalLM"
+  const char* class_prefix;     // "Mistral": the modules' class names (MistralDecoderLayer, ...)
+  const char* model_type;       // "mistral"
+  int64_t max_position_embeddings;  // when the key is absent
+  int64_t num_key_value_heads;      // when the key is absent (0: num_attention_heads)
+  /// Reads the variant's own keys into `c` (biases, sliding windows), after the shared ones.
+  void (*read_own_keys)(const ConfigJson& json, LlamaConfig& c);
+};
+/// Llama: attention_bias, mlp_bias, full attention. Mistral: sliding_window on every layer (4096 when absent).
+/// Qwen2: q/k/v with bias; sliding windows per use_sliding_window, layer_types or max_window_layers.
+extern const LlamaVariant kLlamaVariant, kMistralVariant, kQwen2Variant;
+
 /// LlamaConfig / MistralConfig / Qwen2Config: config.json keys, transformers' defaults, validated once.
 struct LlamaConfig {
   std::string architecture = "LlamaForCausalLM";
@@ -56,8 +73,8 @@ struct LlamaConfig {
   /// layer_types / use_sliding_window + max_window_layers).
   std::vector<int64_t> sliding_window;
 
-  /// Reads a config of any of the three architectures (the family is chosen by `architecture`).
-  static LlamaConfig from_json(const ConfigJson& json, const std::string& architecture);
+  /// Reads a config of the family member `variant`.
+  static LlamaConfig from_json(const ConfigJson& json, const LlamaVariant& variant);
 };
 
 /// The family's RMSNorm under its HF class name (LlamaRMSNorm, MistralRMSNorm, Qwen2RMSNorm).
@@ -153,8 +170,7 @@ class LlamaForCausalLM : public CausalLM {
   LlamaConfig config_;
 };
 
-/// Factory entry for auto_model: reads the config and builds the model (parameters on meta inside
-/// init_empty_weights). `architecture` is one of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM.
-std::shared_ptr<CausalLM> make_llama_family(const ConfigJson& config, const std::string& architecture, DType dtype);
+/// The registry's builder: reads the config and builds the model (parameters on meta inside init_empty_weights).
+std::shared_ptr<CausalLM> make_llama_family(const ConfigJson& config, const LlamaVariant& variant, DType dtype);
 
 }  // namespace ferry::models

@@ -1,0 +1,154 @@
+// The architecture registry (include/ferry/models/architectures.h): one entry per family member. Adding a family:
+// its models/ file, one entry here (and a GGUF table if llama.cpp writes it), its tests — docs/architecture.md.
+#include "ferry/models/architectures.h"
+
+#include <algorithm>
+
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
+#include "ferry/models/gpt2.h"
+#include "ferry/models/gptj.h"
+#include "ferry/models/llama.h"
+#include "ferry/models/t5.h"
+
+namespace ferry::models {
+namespace {
+
+// ---- GGUF tensor names (llama.cpp's gguf-py constants.py MODEL_TENSOR and their HF counterparts) ----------------
+
+constexpr NamePair kLlamaGgufGlobals[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+constexpr NamePair kLlamaGgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},         {"attn_q", "self_attn.q_proj"},  {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},           {"attn_output", "self_attn.o_proj"},
+    {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"},   {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+constexpr GgufTensorNames kLlamaGgufNames{kLlamaGgufGlobals, "model.layers", kLlamaGgufBlocks};
+
+constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames};
+constexpr GgufArchitecture kGgufQwen2{"qwen2", "Qwen2ForCausalLM", /*interleaved_qk_rows=*/false, &kLlamaGgufNames};
+constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufQwen2};
+
+// ---- tied parameters --------------------------------------------------------------------------------------------
+
+constexpr TiedKey kLlamaTied[] = {{"lm_head.weight", "model.embed_tokens.weight"}};
+constexpr TiedKey kGpt2Tied[] = {{"lm_head.weight", "transformer.wte.weight"}};
+constexpr TiedKey kT5Tied[] = {{"encoder.embed_tokens.weight", "shared.weight", true},
+                               {"decoder.embed_tokens.weight", "shared.weight", true},
+                               {"lm_head.weight", "shared.weight"}};
+
+// ---- builders ---------------------------------------------------------------------------------------------------
+
+template <const LlamaVariant& V>
+std::shared_ptr<LanguageModel> build_llama(const ConfigJson& c, DType d) {
+  return make_llama_family(c, V, d);
+}
+std::shared_ptr<LanguageModel> build_gpt2(const ConfigJson& c, DType d) { return make_gpt2(c, d); }
+std::shared_ptr<LanguageModel> build_gptj(const ConfigJson& c, DType d) { return make_gptj(c, d); }
+std::shared_ptr<LanguageModel> build_t5(const ConfigJson& c, DType d) { return make_t5(c, d); }
+
+const Architecture kArchitectures[] = {
+    {.name = "LlamaForCausalLM", .model_type = "llama", .build = build_llama<kLlamaVariant>,
+     .no_split_module = "LlamaDecoderLayer", .tied_keys = kLlamaTied, .gguf = &kGgufLlama},
+    {.name = "MistralForCausalLM", .model_type = "mistral", .build = build_llama<kMistralVariant>,
+     .no_split_module = "MistralDecoderLayer", .tied_keys = kLlamaTied, .gguf = &kGgufLlama},
+    {.name = "Qwen2ForCausalLM", .model_type = "qwen2", .build = build_llama<kQwen2Variant>,
+     .no_split_module = "Qwen2DecoderLayer", .tied_keys = kLlamaTied, .gguf = &kGgufQwen2},
+    {.name = "GPT2LMHeadModel", .model_type = "gpt2", .build = build_gpt2, .no_split_module = "GPT2Block",
+     .tied_keys = kGpt2Tied},
+    {.name = "GPTJForCausalLM", .model_type = "gptj", .build = build_gptj, .no_split_module = "GPTJBlock",
+     .tied_keys = kGpt2Tied},
+    {.name = "T5ForConditionalGeneration", .model_type = "t5", .encoder_decoder = true, .build = build_t5,
+     .no_split_module = "T5Block", .tied_keys = kT5Tied},
+    {.name = "MT5ForConditionalGeneration", .model_type = "mt5", .encoder_decoder = true, .build = build_t5,
+     .no_split_module = "T5Block", .tied_keys = kT5Tied},
+    {.name = "UMT5ForConditionalGeneration", .model_type = "umt5", .encoder_decoder = true, .build = build_t5,
+     .no_split_module = "T5Block", .tied_keys = kT5Tied},
+};
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "<prefix>.<layer>.<middle>.<weight|bias>" -> {layer, middle, kind}; nullopt for any other shape.
+struct BlockName {
+  std::string_view layer, middle, kind;
+};
+std::optional<BlockName> split_block_name(std::string_view name, std::string_view prefix) {
+  if (name.size() <= prefix.size() + 1 || name.substr(0, prefix.size()) != prefix || name[prefix.size()] != '.')
+    return std::nullopt;
+  const std::string_view rest = name.substr(prefix.size() + 1);
+  const std::size_t dot1 = rest.find('.'), dot2 = rest.rfind('.');
+  if (dot1 == std::string_view::npos || dot2 <= dot1) return std::nullopt;
+  BlockName b{rest.substr(0, dot1), rest.substr(dot1 + 1, dot2 - dot1 - 1), rest.substr(dot2 + 1)};
+  if (!all_digits(b.layer) || (b.kind != "weight" && b.kind != "bias")) return std::nullopt;
+  return b;
+}
+
+// One direction of the GGUF <-> HF mapping: `from` names are the pairs' first (gguf) or second (hf) members.
+std::optional<std::string> rename(const GgufTensorNames& names, std::string_view name, bool to_hf) {
+  for (const auto& [gguf, hf] : names.globals)
+    if (name == (to_hf ? gguf : hf)) return std::string(to_hf ? hf : gguf);
+  const auto b = split_block_name(name, to_hf ? std::string_view("blk") : names.hf_layers);
+  if (!b) return std::nullopt;
+  for (const auto& [gguf, hf] : names.blocks)
+    if (b->middle == (to_hf ? gguf : hf))
+      return std::string(to_hf ? names.hf_layers : "blk") + "." + std::string(b->layer) + "." +
+             std::string(to_hf ? hf : gguf) + "." + std::string(b->kind);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::span<const Architecture> architectures() { return kArchitectures; }
+
+const Architecture* find_architecture(std::string_view name) {
+  for (const Architecture& a : kArchitectures)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::string supported_architectures_list() {
+  std::string s;
+  for (const Architecture& a : kArchitectures)
+    s += (s.empty() ? "" : ", ") + std::string(a.name) + " (" + std::string(a.model_type) + ")";
+  return s;
+}
+
+const Architecture& architecture_for(const ConfigJson& config) {
+  const std::optional<std::string> named = config.architecture();
+  if (named)
+    if (const Architecture* a = find_architecture(*named)) return *a;
+  const std::string model_type = config.model_type();
+  for (const Architecture& a : kArchitectures) {
+    if (model_type == a.model_type) {
+      if (named)
+        log_info("{}: architectures[0] is {}; loading {} for model_type \"{}\"", config.where(), *named, a.name,
+                 model_type);
+      return a;
+    }
+  }
+  config.fail("unknown architecture: architectures[0] = " + (named ? "\"" + *named + "\"" : std::string("(absent)")) +
+                  ", model_type = " + (model_type.empty() ? std::string("(absent)") : "\"" + model_type + "\""),
+              "ferry implements " + supported_architectures_list() + ".");
+}
+
+const GgufArchitecture* find_gguf_architecture(std::string_view name) {
+  for (const GgufArchitecture* g : kGgufArchitectures)
+    if (g->name == name) return g;
+  return nullptr;
+}
+
+std::optional<std::string> hf_tensor_name(const GgufTensorNames& names, std::string_view gguf_name) {
+  return rename(names, gguf_name, /*to_hf=*/true);
+}
+
+std::optional<std::string> gguf_tensor_name(const GgufTensorNames& names, std::string_view hf_name) {
+  return rename(names, hf_name, /*to_hf=*/false);
+}
+
+}  // namespace ferry::models
