@@ -57,8 +57,16 @@ void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size
   if (const std::string line = h2d_line(h2d); !line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
 }
 
-nlohmann::json result_json(const LoadedModel& lm, const text::GenerateResult& r, const H2dTraffic& h2d) {
+nlohmann::json result_json(const GenerateFlags& f, const LoadedModel& lm, const text::GenerateResult& r,
+                           const H2dTraffic& h2d) {
   nlohmann::json j;
+  std::optional<text::ChatTemplate> chat;
+  try {
+    chat = text::load_chat_template(f.model.model, f.chat_template);
+  } catch (const Error&) {
+    // A template that does not parse is reported by the commands that render one; here it is simply absent.
+  }
+  j["model"] = loaded_model_json(lm, chat ? &*chat : nullptr);
   j["prompt_ids"] = r.prompt_ids;
   j["generated_ids"] = r.generated_ids;
   j["text"] = r.text;
@@ -111,7 +119,7 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
   const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
   const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, r.timings.prefill_seconds + r.timings.decode_seconds);
   if (f.json) {
-    std::printf("%s\n", result_json(lm, r, h2d).dump().c_str());
+    std::printf("%s\n", result_json(f, lm, r, h2d).dump().c_str());
   } else {
     print_stats(lm, r, forwards, read_bytes_before, h2d);
   }

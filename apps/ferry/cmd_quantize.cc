@@ -8,6 +8,7 @@
 #include "ferry/core/error.h"
 #include "ferry/core/thread_pool.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/text/pretrained.h"
 
 namespace ferry::cli {
 
@@ -30,7 +31,11 @@ void add_quantize_command(CLI::App& app) {
       throw Error(ErrorKind::NotFound, "model not found", o->model,
                   "pass -m with a Hugging Face folder or a .gguf file");
     const auto t0 = std::chrono::steady_clock::now();
-    const models::GgufExportReport r = models::export_gguf(o->model, o->out, {.type = o->type, .name = o->name});
+    // The model's chat template goes into the file (a GGUF source's is copied with its vocabulary).
+    const std::optional<text::ChatTemplate> chat =
+        models::is_gguf_file(o->model) ? std::nullopt : text::load_chat_template(o->model);
+    const models::GgufExportReport r = models::export_gguf(
+        o->model, o->out, {.type = o->type, .name = o->name, .chat_template = chat ? chat->source() : ""});
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string types;
     for (const auto& [t, n] : r.tensors_per_type) types += (types.empty() ? "" : ", ") + t + " " + std::to_string(n);

@@ -106,6 +106,7 @@ void run_serve(const ServeFlags& f) {
   so.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.request_timeout * 1000));
   so.keep_alive_seconds = f.keep_alive;
   so.eos_token_ids = lm.eos_token_ids;
+  so.model_details = loaded_model_json(lm, chat ? &*chat : nullptr);
   so.streamed_bytes_per_forward = static_cast<uint64_t>(lm.streamed_bytes_per_forward);
   so.disk_read_bytes = [] { return process_disk_read_bytes(); };
   serve::ChatRenderer renderer;

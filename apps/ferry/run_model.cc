@@ -58,6 +58,14 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   return out;
 }
 
+nlohmann::json loaded_model_json(const LoadedModel& lm, const text::ChatTemplate* chat) {
+  const DeviceMap map = lm.model->hf_device_map().value_or(lm.plan.device_map);
+  return {{"architecture", lm.architecture},
+          {"device_map", nlohmann::json::parse(map.to_json())},
+          {"eos_token_ids", lm.eos_token_ids},
+          {"chat_template", chat ? nlohmann::json(chat->source()) : nlohmann::json()}};
+}
+
 std::uint64_t process_disk_read_bytes() {
   std::ifstream in("/proc/self/io");
   std::string key;

@@ -27,6 +27,11 @@ struct LoadedModel {
   std::shared_ptr<io::StagedReader> staged_reader;
 };
 
+/// What was loaded, as `generate --json` ("model") and serve's /v1/models/{id} ("ferry") report it, and as the
+/// Python model's attributes give it: {"architecture", "device_map" (the map that ran: hf_device_map),
+/// "eos_token_ids", "chat_template" (its source; null when the model has none)}.
+nlohmann::json loaded_model_json(const LoadedModel& lm, const text::ChatTemplate* chat);
+
 /// Bytes this process has read from storage so far (/proc/self/io read_bytes: page-cache misses and direct reads).
 std::uint64_t process_disk_read_bytes();
 

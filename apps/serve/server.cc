@@ -232,7 +232,9 @@ void Server::routes() {
   });
   const int64_t started = static_cast<int64_t>(std::time(nullptr));
   auto model_object = [this, started] {
-    return json{{"id", options_.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "ferry"}};
+    json model{{"id", options_.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "ferry"}};
+    if (!options_.model_details.is_null()) model["ferry"] = options_.model_details;
+    return model;
   };
   s.Get("/v1/models", [this, model_object](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({model_object()})}});

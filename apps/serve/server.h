@@ -56,6 +56,9 @@ struct ServerOptions {
   // response says "Connection: close"), so a pooled client can never send on a connection the server is closing.
   int keep_alive_seconds = 0;
   std::vector<text::TokenId> eos_token_ids;
+  /// What /v1/models/{id} adds under "ferry" (beside OpenAI's id, object, created, owned_by): the loaded model's
+  /// class, device map, EOS ids and chat template, as `ferry generate --json` reports them. Null: nothing.
+  nlohmann::json model_details;
   int64_t default_max_tokens_unbounded = 4096;  // chat without max_tokens when the context is unlimited
   uint64_t streamed_bytes_per_forward = 0;      // for /metrics
   std::function<uint64_t()> disk_read_bytes;    // bytes read from storage so far, for /metrics (may be empty)

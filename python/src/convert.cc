@@ -93,6 +93,23 @@ nb::object json_to_python(const std::string& dumped) {
 }
 
 std::vector<std::vector<int64_t>> token_rows_arg(nb::handle value, bool* two_d) {
+  // A list of rows of different lengths: ferry needs no padding (each row is its own sequence).
+  if ((nb::isinstance<nb::list>(value) || nb::isinstance<nb::tuple>(value)) && nb::len(value) > 0) {
+    bool rows_of_lists = true;
+    for (nb::handle row : value)
+      rows_of_lists = rows_of_lists && (nb::isinstance<nb::list>(row) || nb::isinstance<nb::tuple>(row));
+    if (rows_of_lists) {
+      std::vector<std::vector<int64_t>> out;
+      for (nb::handle row : value) {
+        bool row_2d = false;
+        std::vector<std::vector<int64_t>> one = token_rows_arg(row, &row_2d);
+        if (row_2d) throw Error("each row of input_ids must be a list of token ids", "input_ids");
+        out.push_back(std::move(one.front()));
+      }
+      if (two_d) *two_d = true;
+      return out;
+    }
+  }
   nb::object np = nb::module_::import_("numpy");
   nb::object arr = np.attr("ascontiguousarray")(np.attr("asarray")(value), "dtype"_a = "int64");
   const auto ndim = nb::cast<std::size_t>(arr.attr("ndim"));

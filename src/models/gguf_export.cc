@@ -166,6 +166,7 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
     for (const auto& [key, value] : tok.metadata) w.set(key, value);
     report.tokenizer = tok.description;
   }
+  if (!options.chat_template.empty()) w.set("tokenizer.chat_template", io::gguf_string(options.chat_template));
 
   // Tensors in llama.cpp's order: embedding, blocks, final norm, head.
   std::vector<std::pair<std::string, std::string>> order;  // gguf name, hf name

@@ -84,6 +84,9 @@ GgufTokenizerMetadata gguf_tokenizer_metadata(const std::filesystem::path& folde
 struct GgufExportOptions {
   std::string type = "q8_0";
   std::string name;  ///< general.name (default: the source's file or folder name)
+  /// tokenizer.chat_template to write, as llama.cpp's converter does (the `ferry quantize` command passes the
+  /// folder's, text::load_chat_template). Empty: none, or — from a GGUF source — the source's, copied as it is.
+  std::string chat_template;
 };
 struct GgufExportReport {
   std::map<std::string, int64_t> tensors_per_type;  ///< "q4_k" -> count
