@@ -125,7 +125,7 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   if (!offload_folder.empty()) o.offload_folder = offload_folder;
   o.no_split_module_classes = no_split;
   o.prefetch = prefetch;
-  o.offload_io = io::parse_offload_io(offload_io);
+  o.offload_io = parse_offload_io(offload_io);
   if (no_mmap) o.use_mmap = false;
   if (mmap) o.use_mmap = true;
   o.mlock = mlock;
@@ -235,7 +235,7 @@ PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags&
   auto dm = flags.device_map_value();
   if (auto* map = std::get_if<DeviceMap>(&dm)) {
     out.device_map = *map;
-    out.offload = resolve_offload_io(skeleton, out.device_map, io::parse_offload_io(flags.offload_io), flags.prefetch);
+    out.offload = resolve_offload_io(skeleton, out.device_map, parse_offload_io(flags.offload_io), flags.prefetch);
     return out;
   }
   std::string mode = std::holds_alternative<std::string>(dm) ? std::get<std::string>(dm) : "auto";
@@ -255,7 +255,7 @@ PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags&
                               "KV cache for " + std::to_string(flags.context) + " tokens"});
   }
   OffloadPlan planned = plan_with_offload_io(skeleton, parse_device_map_mode(mode), o,
-                                             io::parse_offload_io(flags.offload_io), flags.prefetch);
+                                             parse_offload_io(flags.offload_io), flags.prefetch);
   out.device_map = std::move(planned.device_map);
   out.options = std::move(planned.options);
   out.offload = planned.choice;
@@ -265,7 +265,7 @@ PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags&
 void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& plan) {
   std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
   if (disk_bytes_of(skeleton, plan.device_map) > 0) {
-    if (plan.offload.io == io::OffloadIo::Direct)
+    if (plan.offload.io == OffloadIo::Direct)
       std::fprintf(out, "disk reads: direct (O_DIRECT into a %s staging pool, reserved above)\n",
                    format_bytes(static_cast<int64_t>(plan.offload.staging_bytes)).c_str());
     else
@@ -283,7 +283,7 @@ void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedMod
                  gpu->str().c_str(), flags.prefetch > 0 ? " ahead of use" : "");
     return;
   }
-  const bool copy = flags.no_mmap || (!flags.mmap && plan.offload.io == io::OffloadIo::Direct);
+  const bool copy = flags.no_mmap || (!flags.mmap && plan.offload.io == OffloadIo::Direct);
   std::fprintf(out, "cpu weights: %s%s\n",
                !flags.quantize.empty() ? "quantized while loading, into memory of their own (--quantize)"
                : copy                  ? "copied into memory of their own (--no-mmap; the default when RAM is short)"

@@ -17,7 +17,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "ferry/core/error.h"
-#include "ferry/io/staged_reader.h"
+#include "ferry/big_modeling/max_memory.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/text/generate.h"
 #include "run_model.h"
@@ -67,7 +67,7 @@ std::size_t kv_budget(const ServeFlags& f, const LoadedModel& lm, int64_t contex
   if (f.model.context > 0) return static_cast<std::size_t>(kv_cache_bytes(info, f.model.context));
   // Every running sequence may fill the context: that much for each, up to half the RAM still available.
   const int64_t per_seq = context < (int64_t{1} << 40) ? kv_cache_bytes(info, context) : kv_cache_bytes(info, 4096);
-  return static_cast<std::size_t>(std::min<int64_t>(per_seq * f.max_batch, io::cacheable_ram_bytes() / 2));
+  return static_cast<std::size_t>(std::min<int64_t>(per_seq * f.max_batch, cacheable_ram_bytes() / 2));
 }
 
 void run_serve(const ServeFlags& f) {

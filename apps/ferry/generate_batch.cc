@@ -10,7 +10,7 @@
 
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/core/error.h"
-#include "ferry/io/staged_reader.h"
+#include "ferry/big_modeling/max_memory.h"
 #include "ferry/text/batch_generate.h"
 
 namespace ferry::cli {
@@ -42,7 +42,7 @@ std::size_t kv_budget(const GenerateFlags& f, const LoadedModel& lm) {
     }
   }
   if (f.model.context > 0) return static_cast<std::size_t>(kv_cache_bytes(lm.model->model_info(), f.model.context));
-  return static_cast<std::size_t>(io::cacheable_ram_bytes() / 2);
+  return static_cast<std::size_t>(cacheable_ram_bytes() / 2);
 }
 
 // "sequences 12/100 done, 32 running | 412 tokens, 85.3 tok/s": redrawn in place on a terminal, else a line per

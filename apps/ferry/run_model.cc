@@ -41,7 +41,7 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   models::FromPretrainedOptions o = flags.from_pretrained_options();
   o.device_map = out.plan.device_map;
   o.offload_io = out.plan.offload.io;
-  if (out.plan.offload.io == io::OffloadIo::Direct && out.plan.offload.staging_bytes > 0) {
+  if (out.plan.offload.io == OffloadIo::Direct && out.plan.offload.staging_bytes > 0) {
     io::StagedReaderOptions ro{.pool_bytes = out.plan.offload.staging_bytes};
     out.staged_reader = std::make_shared<io::StagedReader>(main.is_cuda() ? pinned_staging(std::move(ro)) : std::move(ro));
     o.staged_reader = out.staged_reader;

@@ -37,7 +37,7 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   if (!a.offload_folder.is_none()) o.offload_folder = path_arg(a.offload_folder);
   if (a.no_split_module_classes) o.no_split_module_classes = *a.no_split_module_classes;
   o.prefetch = a.prefetch;
-  o.offload_io = io::parse_offload_io(a.offload_io);
+  o.offload_io = parse_offload_io(a.offload_io);
 
   Model out;
   out.name_or_path = path.string();

@@ -80,7 +80,7 @@ nn::Module& cpu_offload(nn::Module& model, std::optional<Device> execution_devic
 nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload_dir,
                          std::optional<Device> execution_device, bool offload_buffers,
                          const std::vector<std::string>& preload_module_classes, int prefetch,
-                         io::OffloadIo offload_io) {
+                         OffloadIo offload_io) {
   std::shared_ptr<Prefetcher> prefetcher = Prefetcher::create(prefetch, "disk_offload");
   std::optional<io::OffloadIndex> index;
   if (!std::filesystem::is_regular_file(offload_dir / "index.json")) {

@@ -75,13 +75,13 @@ std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map
                    static_cast<std::size_t>(prefetch));
 }
 
-OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested,
+OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, OffloadIo requested,
                                    int prefetch) {
   OffloadIoChoice out;
   const std::uint64_t disk = disk_bytes_of(model, map);
   if (disk == 0) return out;
-  out.io = io::choose_offload_io(requested, disk, io::cacheable_ram_bytes());
-  if (out.io == io::OffloadIo::Direct) out.staging_bytes = staging_bytes_for(model, map, prefetch);
+  out.io = choose_offload_io(requested, disk, cacheable_ram_bytes());
+  if (out.io == OffloadIo::Direct) out.staging_bytes = staging_bytes_for(model, map, prefetch);
   return out;
 }
 
@@ -92,16 +92,16 @@ io::StagedReaderOptions pinned_staging(io::StagedReaderOptions options) {
 }
 
 std::shared_ptr<io::StagedReader> staged_reader_for(const nn::Module& model, const DeviceMap& map,
-                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes,
+                                                    OffloadIo requested, int prefetch, std::size_t staging_bytes,
                                                     bool pinned) {
   const OffloadIoChoice c = resolve_offload_io(model, map, requested, prefetch);
-  if (c.io != io::OffloadIo::Direct) return nullptr;
+  if (c.io != OffloadIo::Direct) return nullptr;
   io::StagedReaderOptions options{.pool_bytes = staging_bytes ? staging_bytes : c.staging_bytes};
   return std::make_shared<io::StagedReader>(pinned ? pinned_staging(std::move(options)) : std::move(options));
 }
 
 OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options,
-                                 io::OffloadIo requested, int prefetch) {
+                                 OffloadIo requested, int prefetch) {
   OffloadPlan out;
   out.options = options;
   out.device_map = plan_device_map(model, mode, options);
@@ -119,14 +119,14 @@ OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, co
     }
   }
   out.choice = resolve_offload_io(model, out.device_map, requested, prefetch);
-  if (out.choice.io != io::OffloadIo::Direct || out.choice.staging_bytes == 0) return out;
+  if (out.choice.io != OffloadIo::Direct || out.choice.staging_bytes == 0) return out;
   PlanOptions with_pool = out.options;
   with_pool.reservations.push_back(
       {Device::cpu(), static_cast<int64_t>(out.choice.staging_bytes), "staging pool (direct disk reads)"});
   try {
     out.device_map = plan_device_map(model, mode, with_pool);
   } catch (const Error&) {
-    if (requested == io::OffloadIo::Direct) throw;
+    if (requested == OffloadIo::Direct) throw;
     log_info("the cpu budget cannot also hold a {} staging pool; disk weights are read through the page cache",
              format_bytes(static_cast<int64_t>(out.choice.staging_bytes)));
     out.choice = OffloadIoChoice{};
@@ -134,7 +134,7 @@ OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, co
   }
   out.options = std::move(with_pool);
   // Planned again with less cpu, more may be on disk: the pool for the new map (reserved as computed above).
-  out.choice = resolve_offload_io(model, out.device_map, io::OffloadIo::Direct, prefetch);
+  out.choice = resolve_offload_io(model, out.device_map, OffloadIo::Direct, prefetch);
   return out;
 }
 

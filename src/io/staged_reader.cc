@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -39,75 +38,7 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::uint64_t read_number(const char* path) {
-  std::ifstream in(path);
-  std::uint64_t v = 0;
-  if (!(in >> v)) return 0;
-  return v;
-}
-
 }  // namespace
-
-OffloadIo parse_offload_io(std::string_view text) {
-  if (text == "auto") return OffloadIo::Auto;
-  if (text == "direct") return OffloadIo::Direct;
-  if (text == "mmap") return OffloadIo::Mmap;
-  throw Error("unknown offload io mode \"" + std::string(text) + "\"", "--offload-io", "use auto, direct or mmap");
-}
-
-const char* to_string(OffloadIo io) {
-  switch (io) {
-    case OffloadIo::Auto: return "auto";
-    case OffloadIo::Direct: return "direct";
-    case OffloadIo::Mmap: return "mmap";
-  }
-  return "unknown";
-}
-
-std::uint64_t cacheable_ram_bytes() {
-  std::uint64_t available = 0;
-  {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    std::uint64_t kb = 0;
-    std::string unit;
-    while (in >> key >> kb >> unit)
-      if (key == "MemAvailable:") {
-        available = kb * 1024;
-        break;
-      }
-  }
-  // cgroup v1 (memory controller) or v2 of this process: a limit below the machine's memory caps the page cache.
-  std::ifstream cg("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(cg, line)) {
-    const auto a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    std::string limit_file, usage_file;
-    if (controllers == "memory") {
-      limit_file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
-      usage_file = "/sys/fs/cgroup/memory" + path + "/memory.usage_in_bytes";
-    } else if (controllers.empty() && line.rfind("0::", 0) == 0) {
-      limit_file = "/sys/fs/cgroup" + path + "/memory.max";
-      usage_file = "/sys/fs/cgroup" + path + "/memory.current";
-    } else {
-      continue;
-    }
-    const std::uint64_t limit = read_number(limit_file.c_str()), usage = read_number(usage_file.c_str());
-    if (limit > 0 && limit < (std::uint64_t{1} << 60)) {
-      // The cgroup's page cache counts in its usage and is reclaimed first: what is not anonymous memory can cache.
-      const std::uint64_t room = limit > usage ? limit - usage : 0;
-      available = std::min(available, room);
-    }
-  }
-  return available;
-}
-
-OffloadIo choose_offload_io(OffloadIo requested, std::uint64_t disk_bytes, std::uint64_t cacheable) {
-  if (requested != OffloadIo::Auto) return requested;
-  return disk_bytes > cacheable / 10 * 8 ? OffloadIo::Direct : OffloadIo::Mmap;
-}
 
 struct StagedReader::Impl {
   struct Read;

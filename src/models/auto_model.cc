@@ -56,7 +56,7 @@ PlanOptions plan_options(const std::string& block_class, const FromPretrainedOpt
   return plan;
 }
 
-io::OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& folder,
+OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& folder,
                                 const FromPretrainedOptions& options, DType dtype) {
   const std::string& block_class = model.model_info().block_class;
   DeviceMap map;
@@ -66,7 +66,7 @@ io::OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::pat
     plan.dtype = dtype;
     // Direct disk reads: the staging pool is reserved from the cpu budget (unless the caller brings a reader).
     OffloadPlan planned = plan_with_offload_io(model, parse_device_map_mode(*mode), plan,
-                                               options.staged_reader ? io::OffloadIo::Mmap : options.offload_io,
+                                               options.staged_reader ? OffloadIo::Mmap : options.offload_io,
                                                options.prefetch);
     map = std::move(planned.device_map);
     io = planned.choice;
@@ -102,7 +102,7 @@ io::OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::pat
   dispatch.staged_reader = options.staged_reader;
   dispatch_model(model, map, dispatch);
   model.set_hf_device_map(std::move(map));
-  return options.staged_reader && has_disk ? io::OffloadIo::Direct : io.io;
+  return options.staged_reader && has_disk ? OffloadIo::Direct : io.io;
 }
 
 // A GGUF file: config and HF-named tensors from gguf_model.h, loaded resident on cpu; a device map other than cpu
@@ -129,7 +129,7 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   DeviceMap map;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
     map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(model->info().block_class, options),
-                               io::OffloadIo::Mmap,
+                               OffloadIo::Mmap,
                                options.prefetch)
               .device_map;
   } else {
@@ -186,7 +186,7 @@ void finish_loading(LanguageModel& model, const std::string& base_model_prefix,
                     const std::filesystem::path& folder, const io::CheckpointFiles& files,
                     const FromPretrainedOptions& options, DType dtype) {
   if (options.quantize) quantize_weights(model, *options.quantize);  // loading quantizes each weight as it arrives
-  io::OffloadIo disk_io = io::OffloadIo::Mmap;
+  OffloadIo disk_io = OffloadIo::Mmap;
   if (is_resident_cpu_map(options.device_map)) {
     detail::load_resident_weights(model, base_model_prefix, files, options.on_progress);
     model.set_hf_device_map(DeviceMap{{"", Device::cpu()}});
@@ -194,7 +194,7 @@ void finish_loading(LanguageModel& model, const std::string& base_model_prefix,
     disk_io = load_and_dispatch(model, folder, options, dtype);
   }
   // cpu-placed weights: views of the checkpoint, or copies the kernel cannot drop when RAM is short.
-  if (!options.use_mmap.value_or(disk_io != io::OffloadIo::Direct)) copy_mapped_weights(model);
+  if (!options.use_mmap.value_or(disk_io != OffloadIo::Direct)) copy_mapped_weights(model);
   if (options.mlock) {
     const LockReport r = lock_weights_in_ram(model);
     if (!r.error.empty()) log_warning("{}: {}", folder.string(), r.error);

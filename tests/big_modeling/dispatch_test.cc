@@ -325,7 +325,7 @@ TEST_F(Dispatch, DirectDiskReadsGiveTheResidentOutputInEveryDiskMode) {
     io::offload_state_dict(dir.path, test::state_dict_of(reference));
     ModelForTest m;
     make_meta(m);
-    disk_offload(m, dir.path, Device::cpu(), /*offload_buffers=*/true, {}, 2, io::OffloadIo::Direct);
+    disk_offload(m, dir.path, Device::cpu(), /*offload_buffers=*/true, {}, 2, OffloadIo::Direct);
     EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, offload folder";
     EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, offload folder, again";
   }
@@ -334,7 +334,7 @@ TEST_F(Dispatch, DirectDiskReadsGiveTheResidentOutputInEveryDiskMode) {
     io::save_safetensors(test::state_dict_of(reference), dir.path / "model.safetensors");
     ModelForTest m;
     make_meta(m);
-    disk_offload(m, dir.path, Device::virt(0), /*offload_buffers=*/true, {}, 0, io::OffloadIo::Direct);
+    disk_offload(m, dir.path, Device::virt(0), /*offload_buffers=*/true, {}, 0, OffloadIo::Direct);
     EXPECT_TRUE(same_values(m(x), expected)) << "disk_offload, checkpoint";
   }
   {

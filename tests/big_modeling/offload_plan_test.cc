@@ -29,13 +29,13 @@ TEST(OffloadPlan, DirectReadsReserveTheStagingPoolFromTheCpuBudget) {
   PlanOptions o;
   o.max_memory = MaxMemory{{Device::cpu(), total_bytes(*model) / 2}};
   o.no_split_module_classes = {"ToyDecoderLayer"};
-  const OffloadPlan mmap = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Mmap, 2);
-  EXPECT_EQ(mmap.choice.io, io::OffloadIo::Mmap);
+  const OffloadPlan mmap = plan_with_offload_io(*model, DeviceMapMode::Auto, o, OffloadIo::Mmap, 2);
+  EXPECT_EQ(mmap.choice.io, OffloadIo::Mmap);
   EXPECT_EQ(mmap.choice.staging_bytes, 0u);
   EXPECT_TRUE(mmap.options.reservations.empty());
 
-  const OffloadPlan direct = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Direct, 2);
-  EXPECT_EQ(direct.choice.io, io::OffloadIo::Direct);
+  const OffloadPlan direct = plan_with_offload_io(*model, DeviceMapMode::Auto, o, OffloadIo::Direct, 2);
+  EXPECT_EQ(direct.choice.io, OffloadIo::Direct);
   ASSERT_EQ(direct.options.reservations.size(), 1u);
   EXPECT_EQ(direct.options.reservations[0].device, Device::cpu());
   EXPECT_GT(direct.choice.staging_bytes, 0u);
@@ -47,14 +47,14 @@ TEST(OffloadPlan, DirectReadsReserveTheStagingPoolFromTheCpuBudget) {
   EXPECT_LE(cpu + direct.options.reservations[0].bytes, total_bytes(*model) / 2);
 
   // Auto on this machine, whose RAM can cache a model this small: the page cache, nothing reserved.
-  const OffloadPlan aut = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Auto, 2);
-  EXPECT_EQ(aut.choice.io, io::OffloadIo::Mmap);
+  const OffloadPlan aut = plan_with_offload_io(*model, DeviceMapMode::Auto, o, OffloadIo::Auto, 2);
+  EXPECT_EQ(aut.choice.io, OffloadIo::Mmap);
   EXPECT_TRUE(aut.options.reservations.empty());
 
   // Direct with a budget that cannot hold the pool is the planner's error, naming it.
   o.max_memory = MaxMemory{{Device::cpu(), 4096}};
   try {
-    plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Direct, 2);
+    plan_with_offload_io(*model, DeviceMapMode::Auto, o, OffloadIo::Direct, 2);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("staging pool"), std::string::npos) << e.what();
@@ -97,7 +97,7 @@ TEST(OffloadPlan, PrefetchingToAnAcceleratorReservesRoomForTheCopiesAhead) {
   PlanOptions o;
   o.max_memory = MaxMemory{{Device::virt(0), total_bytes(*model) / 2}, {Device::cpu(), total_bytes(*model) * 2}};
   o.no_split_module_classes = {"ToyDecoderLayer"};
-  const OffloadPlan none = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Mmap, 0);
+  const OffloadPlan none = plan_with_offload_io(*model, DeviceMapMode::Auto, o, OffloadIo::Mmap, 0);
   EXPECT_TRUE(none.options.reservations.empty());
   EXPECT_EQ(gpu_prefetch_bytes_for(*model, none.device_map, 0), 0u);
   const std::size_t ahead = gpu_prefetch_bytes_for(*model, none.device_map, 2);
@@ -105,7 +105,7 @@ TEST(OffloadPlan, PrefetchingToAnAcceleratorReservesRoomForTheCopiesAhead) {
   EXPECT_GE(ahead, static_cast<std::size_t>(2 * proj));
   EXPECT_LE(ahead, static_cast<std::size_t>(2 * 4096 * 512 * 4));
 
-  const OffloadPlan two = plan_with_offload_io(*model, DeviceMapMode::Auto, o, io::OffloadIo::Mmap, 2);
+  const OffloadPlan two = plan_with_offload_io(*model, DeviceMapMode::Auto, o, OffloadIo::Mmap, 2);
   ASSERT_EQ(two.options.reservations.size(), 1u);
   EXPECT_EQ(two.options.reservations[0].device, Device::virt(0));
   EXPECT_EQ(two.options.reservations[0].bytes, static_cast<int64_t>(ahead));
@@ -120,6 +120,19 @@ TEST(OffloadPlan, PrefetchingToAnAcceleratorReservesRoomForTheCopiesAhead) {
   // Nothing offloaded behind the accelerator: nothing to copy ahead.
   EXPECT_EQ(gpu_prefetch_bytes_for(*model, DeviceMap{{"", Device::virt(0)}}, 2), 0u);
   disable_virtual_devices();
+}
+
+TEST(OffloadIo, ParsingAndTheAutoPolicy) {
+  EXPECT_EQ(parse_offload_io("auto"), OffloadIo::Auto);
+  EXPECT_EQ(parse_offload_io("direct"), OffloadIo::Direct);
+  EXPECT_EQ(parse_offload_io("mmap"), OffloadIo::Mmap);
+  EXPECT_THROW(parse_offload_io("fast"), Error);
+  EXPECT_STREQ(to_string(OffloadIo::Direct), "direct");
+  EXPECT_EQ(choose_offload_io(OffloadIo::Auto, 10 << 20, 100 << 20), OffloadIo::Mmap);    // fits: page cache
+  EXPECT_EQ(choose_offload_io(OffloadIo::Auto, 90 << 20, 100 << 20), OffloadIo::Direct);  // does not
+  EXPECT_EQ(choose_offload_io(OffloadIo::Mmap, 90 << 20, 100 << 20), OffloadIo::Mmap);
+  EXPECT_EQ(choose_offload_io(OffloadIo::Direct, 1, 100 << 20), OffloadIo::Direct);
+  EXPECT_GT(cacheable_ram_bytes(), 0u);
 }
 
 }  // namespace

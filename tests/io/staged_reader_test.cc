@@ -220,18 +220,5 @@ TEST(StagedReader, WhenTheKernelRefusesAnIoUringItReadsWithPreadAndWarnsOnce) {
   EXPECT_EQ(warnings, 1u);
 }
 
-TEST(OffloadIo, ParsingAndTheAutoPolicy) {
-  EXPECT_EQ(parse_offload_io("auto"), OffloadIo::Auto);
-  EXPECT_EQ(parse_offload_io("direct"), OffloadIo::Direct);
-  EXPECT_EQ(parse_offload_io("mmap"), OffloadIo::Mmap);
-  EXPECT_THROW(parse_offload_io("fast"), Error);
-  EXPECT_STREQ(to_string(OffloadIo::Direct), "direct");
-  EXPECT_EQ(choose_offload_io(OffloadIo::Auto, 10 << 20, 100 << 20), OffloadIo::Mmap);    // fits: page cache
-  EXPECT_EQ(choose_offload_io(OffloadIo::Auto, 90 << 20, 100 << 20), OffloadIo::Direct);  // does not
-  EXPECT_EQ(choose_offload_io(OffloadIo::Mmap, 90 << 20, 100 << 20), OffloadIo::Mmap);
-  EXPECT_EQ(choose_offload_io(OffloadIo::Direct, 1, 100 << 20), OffloadIo::Direct);
-  EXPECT_GT(cacheable_ram_bytes(), 0u);
-}
-
 }  // namespace
 }  // namespace ferry::io

@@ -328,15 +328,15 @@ TEST(FromPretrained, DirectAndMmapDiskReadsAreBitIdenticalForEveryFamily) {
         SCOPED_TRACE(family + (dtype ? " as f32 (offload folder)" : " bf16 (checkpoint)") + ", prefetch " +
                      std::to_string(prefetch));
         std::vector<std::vector<Tensor>> runs;
-        for (const io::OffloadIo mode : {io::OffloadIo::Mmap, io::OffloadIo::Direct}) {
+        for (const OffloadIo mode : {OffloadIo::Mmap, OffloadIo::Direct}) {
           test::TempDir offload("ferry-offload");
           auto reader = std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = 1u << 20});
           FromPretrainedOptions o{.device_map = DeviceMap{{"", Device::disk()}}, .dtype = dtype,
                                   .offload_folder = offload.path(), .prefetch = prefetch, .offload_io = mode};
-          if (mode == io::OffloadIo::Direct) o.staged_reader = reader;
+          if (mode == OffloadIo::Direct) o.staged_reader = reader;
           auto m = AutoModelForCausalLM::from_pretrained(dir.path(), o);
           runs.push_back(generate(*m, m->make_cache()));
-          if (mode == io::OffloadIo::Direct) {
+          if (mode == OffloadIo::Direct) {
             const auto s = reader->stats();
             EXPECT_GT(s.tensors, 0u);
             EXPECT_EQ(s.overflow_peak, 0u) << "every read fit the pool: staged tensors were released after use";
@@ -391,11 +391,11 @@ TEST(FromPretrained, CpuWeightsAreViewsOrCopiesAndCanBeLocked) {
   DeviceMap map{{"model.embed_tokens", Device::cpu()}, {"lm_head", Device::cpu()}, {"model.layers", Device::disk()},
                 {"model.norm", Device::cpu()}, {"model.rotary_emb", Device::cpu()}};
   auto direct = AutoModelForCausalLM::from_pretrained(
-      dir.path(), {.device_map = map, .offload_folder = offload.path(), .offload_io = io::OffloadIo::Direct});
+      dir.path(), {.device_map = map, .offload_folder = offload.path(), .offload_io = OffloadIo::Direct});
   EXPECT_FALSE(any_cpu_view(*direct));
   expect_same_generation(*views, *direct, "direct, copied");
   auto direct_views = AutoModelForCausalLM::from_pretrained(
-      dir.path(), {.device_map = map, .offload_folder = offload.path(), .offload_io = io::OffloadIo::Direct,
+      dir.path(), {.device_map = map, .offload_folder = offload.path(), .offload_io = OffloadIo::Direct,
                    .use_mmap = true});
   EXPECT_TRUE(any_cpu_view(*direct_views));
 

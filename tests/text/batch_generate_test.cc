@@ -246,7 +246,7 @@ TEST(BatchGenerate, DiskOffloadedWeightsAreReadOncePerStepForTheWholeBatch) {
     reader = std::make_shared<io::StagedReader>(io::StagedReaderOptions{.pool_bytes = 1u << 20});
     return models::AutoModelForCausalLM::from_pretrained(
         dir.path(), {.device_map = DeviceMap{{"", Device::disk()}}, .offload_folder = offload.path(), .prefetch = 2,
-                     .offload_io = io::OffloadIo::Direct, .staged_reader = reader});
+                     .offload_io = OffloadIo::Direct, .staged_reader = reader});
   };
   GenerateOptions o;
   o.stop.max_new_tokens = 4;  // 4 forwards: the prefill and 3 decode steps

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/big_modeling/offload_io.h"
 #include "ferry/io/staged_reader.h"
 #include "ferry/io/state_dict.h"
 #include "ferry/nn/hooks.h"
@@ -35,7 +36,7 @@ nn::Module& cpu_offload(nn::Module& model, std::optional<Device> execution_devic
 nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload_dir,
                          std::optional<Device> execution_device = std::nullopt, bool offload_buffers = false,
                          const std::vector<std::string>& preload_module_classes = {}, int prefetch = 2,
-                         io::OffloadIo offload_io = io::OffloadIo::Auto);
+                         OffloadIo offload_io = OffloadIo::Auto);
 
 class CpuOffloadHook;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/offload_io.h"
 #include "ferry/io/offload.h"
 #include "ferry/io/state_dict.h"
 #include "ferry/nn/module.h"
@@ -37,8 +38,8 @@ struct DispatchOptions {
   /// Beyond Accelerate: how disk-mapped weights are read. Mmap: views of the page cache (Accelerate's way; right
   /// when RAM can cache them). Direct: O_DIRECT reads through io_uring into a bounded staging pool
   /// (io/staged_reader.h; right when RAM is short). Auto: Direct when the disk-placed bytes exceed what RAM can
-  /// cache (io::choose_offload_io). Outputs are bit-identical either way.
-  io::OffloadIo offload_io = io::OffloadIo::Auto;
+  /// cache (choose_offload_io). Outputs are bit-identical either way.
+  OffloadIo offload_io = OffloadIo::Auto;
   /// The staging pool's size for Direct; 0: staging_bytes_for(model, map, prefetch) (big_modeling/offload_plan.h).
   std::size_t staging_bytes = 0;
   /// Direct reads through this reader (its pool and statistics are the caller's), whatever offload_io says.

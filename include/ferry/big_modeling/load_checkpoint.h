@@ -12,6 +12,7 @@
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/device_map.h"
 #include "ferry/big_modeling/max_memory.h"
+#include "ferry/big_modeling/offload_io.h"
 #include "ferry/io/offload.h"
 #include "ferry/io/staged_reader.h"
 #include "ferry/nn/module.h"
@@ -88,7 +89,7 @@ struct LoadAndDispatchOptions {
   int prefetch = 2;
   /// Beyond Accelerate: how disk weights are read (DispatchOptions::offload_io). For a mode, a direct plan reserves
   /// the staging pool from the cpu budget (plan_with_offload_io).
-  io::OffloadIo offload_io = io::OffloadIo::Auto;
+  OffloadIo offload_io = OffloadIo::Auto;
 };
 
 struct LoadAndDispatchResult {

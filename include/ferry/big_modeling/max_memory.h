@@ -83,6 +83,11 @@ MaxMemory get_max_memory(const std::optional<MaxMemory>& user = std::nullopt);
 /// Bytes the CPU can still give: MemAvailable from /proc/meminfo (sysconf fallback when it is unreadable).
 int64_t available_host_memory();
 
+/// Bytes of RAM the page cache can use for this process: available_host_memory(), capped by the memory cgroup's
+/// limit less its usage (cgroup v1 memory.limit_in_bytes, or v2 memory.max) when one applies. What decides the
+/// offload-io policy (offload_io.h) and the default KV-cache budgets of `ferry generate -i` and `ferry serve`.
+std::uint64_t cacheable_ram_bytes();
+
 /// "1.5 GiB", "200 B" — sizes for people.
 std::string format_bytes(int64_t bytes);
 

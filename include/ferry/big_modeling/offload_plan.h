@@ -10,6 +10,7 @@
 
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/offload_io.h"
 #include "ferry/io/staged_reader.h"
 #include "ferry/nn/module.h"
 
@@ -36,20 +37,20 @@ std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map);
 
 /// How a device map's disk part is read.
 struct OffloadIoChoice {
-  io::OffloadIo io = io::OffloadIo::Mmap;  ///< Direct or Mmap (Auto resolved); Mmap when nothing is on disk
+  OffloadIo io = OffloadIo::Mmap;  ///< Direct or Mmap (Auto resolved); Mmap when nothing is on disk
   std::size_t staging_bytes = 0;           ///< the staging pool for Direct (staging_bytes_for), else 0
 };
 
 /// Resolves `requested` for `map`: Auto becomes Direct when the disk part exceeds what RAM can cache
-/// (io::choose_offload_io with io::cacheable_ram_bytes()), else Mmap.
-OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, io::OffloadIo requested, int prefetch);
+/// (choose_offload_io with cacheable_ram_bytes()), else Mmap.
+OffloadIoChoice resolve_offload_io(const nn::Module& model, const DeviceMap& map, OffloadIo requested, int prefetch);
 
 /// The reader for `map`'s disk part when resolve_offload_io says Direct (its pool `staging_bytes`, or the choice's
 /// when 0), else null. dispatch_model and disk_offload decide with it, as the plan does. `pinned`: the staging
 /// memory is page-locked (pinned_host_alloc), so a GPU copies the weights out of it by DMA — for a CUDA execution
 /// device.
 std::shared_ptr<io::StagedReader> staged_reader_for(const nn::Module& model, const DeviceMap& map,
-                                                    io::OffloadIo requested, int prefetch, std::size_t staging_bytes = 0,
+                                                    OffloadIo requested, int prefetch, std::size_t staging_bytes = 0,
                                                     bool pinned = false);
 
 /// Reader options whose staging memory is pinned (pinned_host_alloc / pinned_host_free).
@@ -66,6 +67,6 @@ struct OffloadPlan {
 /// ("staging pool (direct disk reads)") and the model planned again. When the budget cannot also hold the pool,
 /// Auto falls back to Mmap (logged) and Direct is the planner's ferry::Error.
 OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options,
-                                 io::OffloadIo requested, int prefetch);
+                                 OffloadIo requested, int prefetch);
 
 }  // namespace ferry

@@ -25,7 +25,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "ferry/core/dtype.h"
 #include "ferry/core/tensor.h"
@@ -38,22 +37,6 @@ struct FileRange {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
 };
-
-/// How offloaded (disk) weights are read. Auto: Direct when the disk-placed bytes exceed what RAM can cache, Mmap
-/// when they fit (see choose_offload_io).
-enum class OffloadIo { Auto, Direct, Mmap };
-
-/// "auto", "direct" or "mmap" (what --offload-io takes). Throws ferry::Error for anything else.
-OffloadIo parse_offload_io(std::string_view text);
-const char* to_string(OffloadIo io);
-
-/// Bytes of RAM the page cache can use for this process: MemAvailable, capped by the memory cgroup's limit less its
-/// usage (cgroup v1 memory.limit_in_bytes, or v2 memory.max) when one applies.
-std::uint64_t cacheable_ram_bytes();
-
-/// Auto's decision: Direct when `disk_bytes` > 0.8 × `cacheable` (what the page cache could keep), else Mmap.
-/// Direct and Mmap are returned as they are.
-OffloadIo choose_offload_io(OffloadIo requested, std::uint64_t disk_bytes, std::uint64_t cacheable);
 
 struct StagedReaderOptions {
   std::size_t pool_bytes = std::size_t{256} << 20;  ///< staging memory for reads in flight and tensors in use

@@ -57,7 +57,7 @@ struct FromPretrainedOptions {
   int prefetch = 2;
   /// Beyond HF: how disk-placed weights are read (DispatchOptions::offload_io): auto, direct (O_DIRECT into a
   /// staging pool) or mmap (page cache).
-  io::OffloadIo offload_io = io::OffloadIo::Auto;
+  OffloadIo offload_io = OffloadIo::Auto;
   /// Direct reads go through this reader when set (the caller keeps its statistics); see DispatchOptions.
   std::shared_ptr<io::StagedReader> staged_reader;
   /// Beyond HF (llama.cpp's --mmap / --no-mmap): true keeps cpu-placed weights as zero-copy views of the

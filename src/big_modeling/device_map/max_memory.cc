@@ -240,6 +240,46 @@ int64_t available_host_memory() {
   return pages > 0 && page_size > 0 ? int64_t(pages) * page_size : 0;
 }
 
+namespace {
+
+std::uint64_t read_number(const std::string& path) {
+  std::ifstream in(path);
+  std::uint64_t v = 0;
+  if (!(in >> v)) return 0;
+  return v;
+}
+
+}  // namespace
+
+std::uint64_t cacheable_ram_bytes() {
+  std::uint64_t available = static_cast<std::uint64_t>(std::max<int64_t>(available_host_memory(), 0));
+  // cgroup v1 (memory controller) or v2 of this process: a limit below the machine's memory caps the page cache.
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string limit_file, usage_file;
+    if (controllers == "memory") {
+      limit_file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
+      usage_file = "/sys/fs/cgroup/memory" + path + "/memory.usage_in_bytes";
+    } else if (controllers.empty() && line.rfind("0::", 0) == 0) {
+      limit_file = "/sys/fs/cgroup" + path + "/memory.max";
+      usage_file = "/sys/fs/cgroup" + path + "/memory.current";
+    } else {
+      continue;
+    }
+    const std::uint64_t limit = read_number(limit_file), usage = read_number(usage_file);
+    if (limit > 0 && limit < (std::uint64_t{1} << 60)) {
+      // The cgroup's page cache counts in its usage and is reclaimed first: what is not anonymous memory can cache.
+      const std::uint64_t room = limit > usage ? limit - usage : 0;
+      available = std::min(available, room);
+    }
+  }
+  return available;
+}
+
 MaxMemory get_max_memory(const std::optional<MaxMemory>& user) {
   std::vector<Device> present = accelerator_devices();
   if (user) {
