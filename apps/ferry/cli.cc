@@ -45,7 +45,9 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
                  "quantize Linear and Embedding weights while loading: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k");
   cmd.add_option("--no-split", no_split, "module classes never split across devices (default: the block class)")
       ->delimiter(',');
-  cmd.add_option("--context", context, "tokens of KV cache to reserve in the plan (0: none, Accelerate's plan)")
+  cmd.add_option("--context,--ctx,--ctx-size", context,
+                 "tokens a sequence may hold, prompt + generated: the plan reserves their KV cache and generation "
+                 "stops there (0, the default: the model's context, and no reservation: Accelerate's plan)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd.add_flag("--no-disk", no_disk, "never offload to disk: fail (with the numbers) when the budget is too small");

@@ -33,7 +33,7 @@ struct ModelFlags {
   std::string dtype;              // f32 | f16 | bf16 ...
   std::string quantize;           // q8_0 | q4_0 | ... | q6_k: quantize Linear/Embedding weights at load
   std::vector<std::string> no_split;
-  int64_t context = 0;            // tokens of KV cache to reserve in the plan
+  int64_t context = 0;            // tokens a sequence may hold: reserved in the plan, a stop (0: the model's context)
   bool no_disk = false;           // never plan onto disk: a model that does not fit is an error
   int threads = 0;                // -t; 0 = all cores
   int prefetch = 2;               // offloaded modules read ahead; 0 = synchronous (Accelerate)

@@ -31,7 +31,8 @@ void run_chat(ChatFlags& f) {
   LoadedModel lm = load_for_run(f.gen.model, stderr);
   if (lm.model->model_info().is_encoder_decoder)
     throw Error("ferry chat needs a decoder-only chat model", f.gen.model.model, "use ferry generate -p");
-  const int64_t context = lm.model->context_length();
+  const int64_t context = f.gen.model.context > 0 ? std::min(f.gen.model.context, lm.model->context_length())
+                                                 : lm.model->context_length();
   text::GenerateOptions o = generate_options(f.gen, lm);
   o.add_special_tokens = false;
 

@@ -25,6 +25,7 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   o.sampling.repetition_penalty = f.repeat_penalty;
   o.sampling.seed = f.seed;
   o.stop.max_new_tokens = static_cast<std::size_t>(f.n_tokens);
+  o.stop.max_length = static_cast<std::size_t>(f.model.context);
   o.stop.eos_token_ids = lm.eos_token_ids;
   o.stop.stop_strings = f.stop;
   o.add_special_tokens = !f.no_special;

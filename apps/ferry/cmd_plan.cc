@@ -46,12 +46,15 @@ DType flags_dtype(const ModelFlags& f) {
 void add_plan_command(CLI::App& app) {
   struct Opts {
     ModelFlags flags;
-    bool json = false;
+    bool json = false, json_details = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("plan", "plan where every layer lives for a memory budget (no weights are read)");
   o->flags.add_to(*cmd, /*positional_model=*/true);
   cmd->add_flag("--json", o->json, "print the device map in Accelerate's JSON form only");
+  cmd->add_flag("--json-details", o->json_details,
+                "print {device_map, reservations: [{device, bytes, reason}], offload_io, staging_bytes} as JSON: the "
+                "map and why it differs from Accelerate's plan for the same budget");
   cmd->callback([o] {
     o->flags.apply();
     const DType dtype = flags_dtype(o->flags);
@@ -59,6 +62,17 @@ void add_plan_command(CLI::App& app) {
     PlannedModel plan = plan_model(*skeleton, o->flags, dtype);
     if (o->json) {
       std::printf("%s\n", plan.device_map.to_json(2).c_str());
+      return;
+    }
+    if (o->json_details) {
+      nlohmann::json reservations = nlohmann::json::array();
+      for (const Reservation& r : plan.options.reservations)
+        reservations.push_back({{"device", r.device.str()}, {"bytes", r.bytes}, {"reason", r.purpose}});
+      const nlohmann::json j{{"device_map", nlohmann::json::parse(plan.device_map.to_json())},
+                             {"reservations", reservations},
+                             {"offload_io", to_string(plan.offload.io)},
+                             {"staging_bytes", plan.offload.staging_bytes}};
+      std::printf("%s\n", j.dump(2).c_str());
       return;
     }
     std::printf("%s (%s), %s weights\n\n", skeleton->model_info().architecture.c_str(),

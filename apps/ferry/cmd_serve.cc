@@ -35,7 +35,7 @@ struct ServeFlags {
   std::string api_key;
   std::string model_id;
   std::string chat_template;
-  int64_t max_batch = 32, max_queue = 64, ctx = 0;
+  int64_t max_batch = 32, max_queue = 64;
   std::string max_kv_memory;
   double request_timeout = 600;
   double shutdown_timeout = 10;
@@ -64,8 +64,7 @@ std::size_t kv_budget(const ServeFlags& f, const LoadedModel& lm, int64_t contex
     }
   }
   const models::LanguageModelInfo& info = lm.model->model_info();
-  if (f.model.context > 0) return static_cast<std::size_t>(kv_cache_bytes(info, f.model.context));
-  // Every running sequence may fill the context: that much for each, up to half the RAM still available.
+  // Every running sequence may fill its context: that much for each, up to half the RAM still available.
   const int64_t per_seq = context < (int64_t{1} << 40) ? kv_cache_bytes(info, context) : kv_cache_bytes(info, 4096);
   return static_cast<std::size_t>(std::min<int64_t>(per_seq * f.max_batch, cacheable_ram_bytes() / 2));
 }
@@ -90,8 +89,8 @@ void run_serve(const ServeFlags& f) {
   serve::EngineOptions eo;
   eo.batch.max_batch_size = f.max_batch;
   eo.max_queue = f.max_queue;
-  eo.context = f.ctx;
-  eo.batch.max_kv_cache_bytes = kv_budget(f, lm, serve::sequence_context(*lm.model, f.ctx));
+  eo.context = f.model.context;
+  eo.batch.max_kv_cache_bytes = kv_budget(f, lm, serve::sequence_context(*lm.model, f.model.context));
   auto engine = std::make_unique<serve::Engine>(*lm.model, tok ? &*tok : nullptr, eo);
 
   serve::ServerOptions so;
@@ -184,11 +183,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-batch", f->max_batch, "sequences generated together (default 32)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-queue", f->max_queue, "requests waiting beyond the batch before 503 (default 64)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--ctx,--ctx-size", f->ctx, "tokens per sequence, prompt + completion (default: the model's "
-                                              "max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max-kv-memory", f->max_kv_memory, "bytes all KV caches may use (default: --context's reservation, "
-                                                        "else max-batch full contexts up to half the free RAM)");
+  cmd->add_option("--max-kv-memory", f->max_kv_memory, "bytes all KV caches may use (default: max-batch full "
+                                                        "contexts (--context) up to half the free RAM)");
   cmd->add_option("--request-timeout", f->request_timeout, "seconds a request may take (default 600)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--shutdown-timeout", f->shutdown_timeout,

@@ -32,7 +32,7 @@ nlohmann::json result_json(const BatchPrompt& p, const text::SequenceResult& r) 
   return j;
 }
 
-// The KV cache budget: --max-kv-memory, else the plan's --context reservation, else half the RAM still available.
+// The KV cache budget: --max-kv-memory, else --batch sequences of --context tokens, at most half the RAM available.
 std::size_t kv_budget(const GenerateFlags& f, const LoadedModel& lm) {
   if (!f.max_kv_memory.empty()) {
     try {
@@ -41,8 +41,11 @@ std::size_t kv_budget(const GenerateFlags& f, const LoadedModel& lm) {
       throw e.with_context("--max-kv-memory");
     }
   }
-  if (f.model.context > 0) return static_cast<std::size_t>(kv_cache_bytes(lm.model->model_info(), f.model.context));
-  return static_cast<std::size_t>(cacheable_ram_bytes() / 2);
+  // --context: every running sequence may fill it; up to half the RAM still available either way.
+  const auto half_ram = static_cast<std::size_t>(cacheable_ram_bytes() / 2);
+  if (f.model.context <= 0) return half_ram;
+  const int64_t all = kv_cache_bytes(lm.model->model_info(), f.model.context) * f.batch;
+  return std::min(static_cast<std::size_t>(all), half_ram);
 }
 
 // "sequences 12/100 done, 32 running | 412 tokens, 85.3 tok/s": redrawn in place on a terminal, else a line per

@@ -54,9 +54,7 @@ SequenceId BatchGenerator::add(std::vector<TokenId> prompt_ids, GenerateOptions 
   s->options = std::move(options);
   try {
     const auto prompt_len = static_cast<int64_t>(s->prompt.size());
-    const auto max_new = static_cast<int64_t>(std::min<std::size_t>(s->options.stop.max_new_tokens, INT64_MAX / 2));
-    check_prompt(model_, s->prompt);
-    s->max_length = model_.max_length(prompt_len, max_new);
+    s->max_length = sequence_max_length(model_, s->prompt, s->options);
     s->kv_bytes = model_.sequence_cache_bytes(prompt_len, s->max_length, options_.kv_cache_dtype);
     if (options_.max_kv_cache_bytes > 0 && s->kv_bytes > options_.max_kv_cache_bytes)
       throw Error("its KV cache needs " + std::to_string(s->kv_bytes >> 20) + " MiB at " +

@@ -39,13 +39,29 @@ void check_prompt(const models::LanguageModel& model, std::span<const TokenId> p
   model.check_prompt(ids64(prompt_ids));
 }
 
+int64_t sequence_max_length(const models::LanguageModel& model, std::span<const TokenId> prompt_ids,
+                            const GenerateOptions& options) {
+  const std::vector<int64_t> prompt = ids64(prompt_ids);
+  model.check_prompt(prompt);
+  const auto n = static_cast<int64_t>(prompt.size());
+  int64_t max_length =
+      model.max_length(n, static_cast<int64_t>(std::min<std::size_t>(options.stop.max_new_tokens, INT64_MAX / 2)));
+  if (options.stop.max_length > 0) {
+    const auto cap = static_cast<int64_t>(std::min<std::size_t>(options.stop.max_length, INT64_MAX / 2));
+    const int64_t first = static_cast<int64_t>(model.first_input(prompt).size());
+    if (first >= cap)
+      throw Error("the prompt has " + std::to_string(n) + " tokens but a sequence may hold " + std::to_string(cap) +
+                      ", leaving no room to generate",
+                  "generate", "shorten the prompt or raise the context (max_length, --context)");
+    max_length = std::min(max_length, cap);
+  }
+  return max_length;
+}
+
 GenerateResult generate(models::LanguageModel& model, const Tokenizer* tokenizer, std::span<const TokenId> prompt_ids,
                         const GenerateOptions& options, const TokenCallback& on_token) {
   const std::vector<int64_t> prompt = ids64(prompt_ids);
-  model.check_prompt(prompt);
-  const int64_t max_length = model.max_length(static_cast<int64_t>(prompt.size()),
-                                               static_cast<int64_t>(std::min<std::size_t>(
-                                                   options.stop.max_new_tokens, INT64_MAX / 2)));
+  const int64_t max_length = sequence_max_length(model, prompt_ids, options);
 
   // Prefill: the prompt (an encoder-decoder model: the encoder, then its start token) in one forward, logits of the
   // last position only.

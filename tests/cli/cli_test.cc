@@ -1,5 +1,6 @@
 // End-to-end tests of the `ferry` command: the errors a person hits, each through the real binary with its exit
 // code and message, and the scripting outputs (--json). The model is the tiny demo folder `ferry demo` makes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -182,6 +183,51 @@ TEST_F(FerryCli, GenerateJsonWithPromptIdsAndLogits) {
   CliRun resident = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
   ASSERT_EQ(resident.code, 0) << resident.err;
   EXPECT_EQ(nlohmann::json::parse(resident.out)["generated_ids"], j["generated_ids"]);
+}
+
+// --context has one meaning everywhere: the tokens a sequence may hold (prompt + generated). The plan reserves their
+// KV cache, generate stops there (max_length), a prompt that fills it is an error, and --ctx-size is its
+// llama.cpp name.
+TEST_F(FerryCli, ContextIsTheTokensASequenceMayHold) {
+  const std::string base = "generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 20 --json --device-map cpu";
+  CliRun free_run = ferry(base), capped = ferry(base + " --context 8"), alias = ferry(base + " --ctx-size 8");
+  for (const CliRun* r : {&free_run, &capped, &alias}) ASSERT_EQ(r->code, 0) << r->err;
+  const auto whole = nlohmann::json::parse(free_run.out), j = nlohmann::json::parse(capped.out);
+  ASSERT_EQ(whole["generated_ids"].size(), 20u) << "the demo model emitted EOS: pick another prompt";
+  EXPECT_EQ(j["generated_ids"].size(), 5u);  // 3 prompt tokens + 5 = 8
+  EXPECT_EQ(j["stop_reason"], "max_length");
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(j["generated_ids"][i], whole["generated_ids"][i]);
+  EXPECT_EQ(nlohmann::json::parse(alias.out)["generated_ids"], j["generated_ids"]);
+  CliRun full = ferry(base + " --context 3");
+  EXPECT_EQ(full.code, 1);
+  EXPECT_CONTAINS(full.err, "leaving no room to generate");
+  CliRun plan = ferry("plan " + model_.string() + " --context 512");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_CONTAINS(plan.out, "KV cache for 512 tokens");
+}
+
+// plan --json-details says why a plan differs from Accelerate's for the same budget: each reservation with its
+// device, bytes and reason; --json stays Accelerate's device-map form.
+TEST_F(FerryCli, PlanJsonDetailsGivesTheReservationsAndTheirReasons) {
+  const std::string base = "plan " + model_.string() + " --max-memory cpu=2MB --offload-io direct --context 16";
+  CliRun details = ferry(base + " --json-details"), map = ferry(base + " --json");
+  ASSERT_EQ(details.code, 0) << details.err;
+  ASSERT_EQ(map.code, 0) << map.err;
+  const auto j = nlohmann::json::parse(details.out);
+  EXPECT_EQ(j["device_map"], nlohmann::json::parse(map.out));
+  EXPECT_EQ(j["offload_io"], "direct");
+  EXPECT_GT(j["staging_bytes"].get<int64_t>(), 0);
+  std::vector<std::string> reasons;
+  for (const auto& r : j["reservations"]) {
+    EXPECT_EQ(r["device"], "cpu");
+    EXPECT_GT(r["bytes"].get<int64_t>(), 0);
+    reasons.push_back(r["reason"]);
+  }
+  EXPECT_THAT(reasons, ::testing::Contains(::testing::HasSubstr("KV cache for 16 tokens")));
+  EXPECT_EQ(reasons.size(), 2u) << details.out;  // the KV cache and the staging pool of the direct reads
+  CliRun accelerate = ferry("plan " + model_.string() + " --max-memory cpu=2MB --offload-io mmap --json-details");
+  ASSERT_EQ(accelerate.code, 0) << accelerate.err;
+  EXPECT_TRUE(nlohmann::json::parse(accelerate.out)["reservations"].empty());  // Accelerate's own plan
 }
 
 TEST_F(FerryCli, DiskOffloadedGenerateIsTheSameWithAndWithoutPrefetch) {

@@ -76,7 +76,7 @@ TEST(ServeEngine, ConcurrentRequestsEachGetTheirSoloTokens) {
   EXPECT_TRUE(engine.idle());
 }
 
-// The context a sequence may hold: the model's max_position_embeddings, --ctx when smaller, no limit for an
+// The context a sequence may hold: the model's max_position_embeddings, --context when smaller, no limit for an
 // encoder-decoder model; the engine reports the same figure the CLI sized the KV budget with.
 TEST(ServeEngine, SequenceContextIsTheModelsLimitOrTheRequestedOne) {
   auto model = tiny_llama();

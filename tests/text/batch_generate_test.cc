@@ -221,6 +221,27 @@ TEST(BatchGenerate, CancelAndTheContextLimit) {
   EXPECT_EQ(generate(*model, nullptr, std::vector<TokenId>(60, 9), o).generated_ids, r[0].result.generated_ids);
 }
 
+// StopCriteria::max_length (HF max_length, the CLI's --context) caps a sequence below the model's context, alone or
+// in a batch; a prompt that reaches it is that sequence's error.
+TEST(BatchGenerate, MaxLengthCapsASequenceBelowTheContext) {
+  auto model = random_model(test::tiny_gpt2_config());  // n_positions 64
+  GenerateOptions o;
+  o.stop.max_new_tokens = 100;
+  o.stop.max_length = 10;
+  BatchGenerator gen(*model, nullptr, {});
+  gen.add(std::vector<TokenId>{1, 2, 3}, o);
+  gen.add(std::vector<TokenId>(10, 4), o);  // fills max_length
+  auto r = gen.run();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].result.generated_ids.size(), 7u);
+  EXPECT_EQ(r[0].result.stop_reason, StopReason::MaxLength);
+  EXPECT_THAT(r[1].error, ::testing::HasSubstr("leaving no room to generate"));
+  const GenerateResult alone = generate(*model, nullptr, std::vector<TokenId>{1, 2, 3}, o);
+  EXPECT_EQ(alone.generated_ids, r[0].result.generated_ids);
+  EXPECT_EQ(alone.stop_reason, StopReason::MaxLength);
+  EXPECT_THROW(generate(*model, nullptr, std::vector<TokenId>(10, 4), o), Error);
+}
+
 TEST(BatchGenerate, CpuOffloadedModelGivesTheSameTokens) {
   auto resident = random_model(test::tiny_llama_config());
   auto offloaded = random_model(test::tiny_llama_config());

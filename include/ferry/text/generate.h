@@ -67,6 +67,12 @@ Tensor token_ids_tensor(std::span<const TokenId> ids);
 /// fills the context (no room for one generated token). LanguageModel::check_prompt for text token ids.
 void check_prompt(const models::LanguageModel& model, std::span<const TokenId> prompt_ids);
 
+/// Checks `prompt_ids` as check_prompt does, and that they leave room under options.stop.max_length; returns the most
+/// tokens the sequence may reach: LanguageModel::max_length, capped by stop.max_length. generate() and
+/// BatchGenerator both size a sequence with it.
+int64_t sequence_max_length(const models::LanguageModel& model, std::span<const TokenId> prompt_ids,
+                            const GenerateOptions& options);
+
 /// Generates from token ids with any language model. `tokenizer` may be null: then no text is produced (ids only)
 /// and stop strings cannot match. Throws ferry::Error for a prompt check_prompt() refuses.
 /// Decoder-only: the prompt is prefilled in one forward, then one token per forward with the KV cache; generation

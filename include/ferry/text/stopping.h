@@ -31,9 +31,12 @@ struct StopCriteria {
   std::vector<TokenId> eos_token_ids;     ///< any of these ends generation (HF: eos_token_id)
   std::vector<std::string> stop_strings;  ///< generated text containing one of these ends generation
   std::size_t max_new_tokens = 256;       ///< generation ends after this many tokens (HF: max_new_tokens)
+  /// Prompt + generated tokens (an encoder-decoder model's decoder tokens) a sequence may hold, below the model's
+  /// context; 0: the model's context. Reaching it stops with MaxLength. HF: max_length; the CLI's --context.
+  std::size_t max_length = 0;
 };
 
-/// Why generation ended. MaxLength: the model's context (max_position_embeddings) is full; Cancelled: the caller
+/// Why generation ended. MaxLength: the model's context (max_position_embeddings) or StopCriteria::max_length is full; Cancelled: the caller
 /// stopped it (a token callback returned false, or BatchGenerator::cancel).
 enum class StopReason { None, EosToken, StopString, MaxNewTokens, MaxLength, Cancelled };
 
