@@ -169,44 +169,76 @@ std::string Server::render_metrics_text() const {
   return render_metrics(engine_.stats(), h);
 }
 
-void Server::routes() {
-  httplib::Server& s = *http_;
-  s.set_payload_max_length(options_.max_body_bytes);
+namespace {
+
+// A completion request the engine accepted: what is left of Server::prepare's result once it is submitted.
+struct Submitted {
+  CompletionRequest request;
+  int64_t prompt_tokens = 0;
+  std::shared_ptr<RequestStream> stream;
+};
+
+// What the route handlers below use of their Server. They are file-local functions rather than members, so routes()
+// hands them the members by reference and the private member functions as callbacks; the Server owns the
+// httplib::Server, so every reference outlives every handler.
+struct ServerParts {
+  Engine& engine;
+  const ServerOptions& options;
+  std::atomic<int64_t>& active;   // requests being answered, for Server::active_requests()
+  std::atomic<uint64_t>& serial;  // numbers the response ids
+  std::mutex& stats_mutex;        // guards http_stats
+  HttpStats& http_stats;
+  // Server::count, Server::render_metrics_text, and Server::prepare followed by Engine::submit.
+  std::function<void(const std::string& path, int status)> count;
+  std::function<std::string()> metrics_text;
+  std::function<Submitted(const std::string& body, Endpoint endpoint)> submit;
+};
+
+// Worker threads, keep-alive and the listening socket (server.h says why connections close by default).
+void configure_connections(httplib::Server& s, const ServerParts& parts, int& listen_socket) {
+  const ServerOptions& options = parts.options;
+  s.set_payload_max_length(options.max_body_bytes);
   s.set_tcp_nodelay(true);
-  const int threads = options_.threads > 0 ? options_.threads : static_cast<int>(engine_.max_requests() + 8);
+  const int threads = options.threads > 0 ? options.threads : static_cast<int>(parts.engine.max_requests() + 8);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-  if (options_.keep_alive_seconds > 0) {
-    s.set_keep_alive_timeout(options_.keep_alive_seconds);
+  if (options.keep_alive_seconds > 0) {
+    s.set_keep_alive_timeout(options.keep_alive_seconds);
     s.set_keep_alive_max_count(1000);
   } else {
     s.set_keep_alive_max_count(1);  // the first response closes the connection ("Connection: close")
   }
-  s.set_socket_options([this](socket_t sock) {
+  s.set_socket_options([&listen_socket](socket_t sock) {
     const int yes = 1;  // rebind at once after a restart (TIME_WAIT), but never share a port (no SO_REUSEPORT)
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_socket_ = sock;
+    listen_socket = sock;
   });
+}
 
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + options_.api_key)
+// The answers no route gives: a wrong API key, httplib's own errors (no route, body too large) and exceptions a
+// handler let through, all as OpenAI-shaped JSON errors.
+void add_error_handlers(httplib::Server& s, const ServerParts& parts) {
+  s.set_pre_routing_handler([parts](const httplib::Request& req, httplib::Response& res) {
+    const ServerOptions& options = parts.options;
+    if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, ApiError(401, "Incorrect API key provided: pass the server's --api-key as 'Authorization: Bearer KEY'",
                              "invalid_request_error", {}, "invalid_api_key"));
-    count(req.path, 401);
+    parts.count(req.path, 401);
     return httplib::Server::HandlerResponse::Handled;
   });
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler([parts](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {
-      send_error(res, ApiError(413, "the request body is over the limit of " + std::to_string(options_.max_body_bytes) +
-                                        " bytes", "invalid_request_error", {}, "request_too_large"));
+      const std::string limit = std::to_string(parts.options.max_body_bytes);
+      send_error(res, ApiError(413, "the request body is over the limit of " + limit + " bytes",
+                               "invalid_request_error", {}, "request_too_large"));
     } else if (res.status == 404) {
       send_error(res, ApiError(404, "no route for " + req.method + " " + req.path, "invalid_request_error", {}, "not_found"));
     } else {
       send_error(res, ApiError(res.status, "HTTP error " + std::to_string(res.status), "invalid_request_error"));
     }
-    count(req.path, res.status);
+    parts.count(req.path, res.status);
   });
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
@@ -218,168 +250,220 @@ void Server::routes() {
     }
     send_error(res, ApiError(500, "internal error: " + what, "server_error"));
   });
+}
 
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (engine_.draining()) {
+// GET /health and /metrics.
+void add_health_routes(httplib::Server& s, const ServerParts& parts) {
+  s.Get("/health", [parts](const httplib::Request&, httplib::Response& res) {
+    if (parts.engine.draining()) {
       send_json(res, 503, {{"status", "shutting down"}});
     } else {
-      const EngineStats st = engine_.stats();
+      const EngineStats st = parts.engine.stats();
       send_json(res, 200, {{"status", "ok"}, {"running", st.running}, {"waiting", st.waiting}});
     }
   });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_metrics_text(), "text/plain; version=0.0.4");
+  s.Get("/metrics", [parts](const httplib::Request&, httplib::Response& res) {
+    res.set_content(parts.metrics_text(), "text/plain; version=0.0.4");
   });
+}
+
+// GET /v1/models and /v1/models/{id}.
+void add_model_routes(httplib::Server& s, const ServerParts& parts) {
   const int64_t started = static_cast<int64_t>(std::time(nullptr));
-  auto model_object = [this, started] {
-    json model{{"id", options_.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "ferry"}};
-    if (!options_.model_details.is_null()) model["ferry"] = options_.model_details;
+  auto model_object = [&options = parts.options, started] {
+    json model{{"id", options.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "ferry"}};
+    if (!options.model_details.is_null()) model["ferry"] = options.model_details;
     return model;
   };
-  s.Get("/v1/models", [this, model_object](const httplib::Request& req, httplib::Response& res) {
+  s.Get("/v1/models", [parts, model_object](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({model_object()})}});
-    count(req.path, 200);
+    parts.count(req.path, 200);
   });
-  s.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
+  s.Get(R"(/v1/models/(.+))", [parts, model_object](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
-    if (id != options_.model_id) {
+    if (id != parts.options.model_id) {
       send_error(res, ApiError(404, "The model '" + id + "' does not exist", "invalid_request_error", "model",
                                "model_not_found"));
-      count("/v1/models/{id}", 404);
+      parts.count("/v1/models/{id}", 404);
       return;
     }
     send_json(res, 200, model_object());
-    count("/v1/models/{id}", 200);
+    parts.count("/v1/models/{id}", 200);
   });
+}
 
+// An unstreamed completion: waits for the whole sequence (or the deadline) and answers with one JSON body.
+void answer_whole(const ServerParts& parts, const std::string& path, const Submitted& sub, const ResponseHeader& h,
+                  Clock::time_point deadline, const Usage& usage_prompt, httplib::Response& res) {
+  RequestStream& stream = *sub.stream;
+  ++parts.active;
+  struct Done {
+    std::atomic<int64_t>& n;
+    ~Done() { --n; }
+  } done{parts.active};
+  if (!stream.wait_finished(deadline)) {
+    stream.cancel();
+    send_error(res, timeout_error());
+    parts.count(path, 504);
+    return;
+  }
+  const text::SequenceResult& r = stream.result();
+  if (!r.ok()) {
+    const int status = stream.server_failed() ? 500 : 400;
+    send_error(res, ApiError(status, r.error, status == 500 ? "server_error" : "invalid_request_error"));
+    parts.count(path, status);
+    return;
+  }
+  Usage u = usage_prompt;
+  u.completion_tokens = static_cast<int64_t>(r.result.generated_ids.size());
+  json logprobs = nullptr;
+  if (sub.request.logprobs)
+    logprobs = logprobs_json(h.endpoint, parts.engine.tokenizer(), r.result.generated_ids, r.result.step_logits,
+                             sub.request.top_logprobs);
+  send_json(res, 200, full_response(h, r.result.text, r.result.stop_reason, u, logprobs));
+  parts.count(path, 200);
+}
+
+// A streamed completion between two calls of its content provider.
+struct StreamState {
+  std::shared_ptr<RequestStream> stream;
+  ResponseHeader header;
+  bool include_usage = false, role_sent = false, first_text = true;
+  Clock::time_point arrived, deadline;
+  Usage usage;
+};
+
+// One call of a streamed completion's content provider: writes the next event(s). False: the client is gone.
+bool write_next_event(const ServerParts& parts, StreamState& st, httplib::DataSink& sink) {
+  auto write = [&](std::string_view s) { return sink.write(s.data(), s.size()); };
+  auto end = [&](const std::string& last) {
+    write(last);
+    write(kSseDone);
+    sink.done();
+    return true;
+  };
+  if (!st.role_sent && st.header.endpoint == Endpoint::ChatCompletions) {
+    st.role_sent = true;
+    if (!write(sse_event(text_chunk(st.header, "", true)))) return false;
+    return true;
+  }
+  std::string text;
+  const auto wake = std::min(st.deadline, Clock::now() + std::chrono::seconds(1));
+  switch (st.stream->next(text, wake)) {
+    case RequestStream::Wait::Text: {
+      if (st.first_text) {
+        st.first_text = false;
+        std::lock_guard lock(parts.stats_mutex);
+        parts.http_stats.ttft_seconds_sum +=
+            std::chrono::duration<double>(st.stream->first_token_time() - st.arrived).count();
+        ++parts.http_stats.ttft_count;
+      }
+      return write(sse_event(text_chunk(st.header, text, false)));  // false: the client is gone
+    }
+    case RequestStream::Wait::Timeout:
+      if (Clock::now() < st.deadline) return sink.is_writable();
+      st.stream->cancel();
+      return end(sse_event(timeout_error().body()));
+    case RequestStream::Wait::Finished:
+      // Finished after its deadline (before this handler looked): the deadline rules, as unstreamed.
+      if (st.stream->finished_at() > st.deadline) return end(sse_event(timeout_error().body()));
+      break;
+  }
+  const text::SequenceResult& r = st.stream->result();
+  if (!r.ok())
+    return end(sse_event(ApiError(st.stream->server_failed() ? 500 : 400, r.error,
+                                  st.stream->server_failed() ? "server_error" : "invalid_request_error")
+                             .body()));
+  std::string last = sse_event(final_chunk(st.header, r.result.stop_reason));
+  if (st.include_usage) {
+    Usage u = st.usage;
+    u.completion_tokens = static_cast<int64_t>(r.result.generated_ids.size());
+    last += sse_event(usage_chunk(st.header, u));
+  }
+  return end(last);
+}
+
+// A streamed completion: server-sent events from a content provider that runs on this connection's thread until the
+// stream ends or the client goes.
+void answer_streamed(const ServerParts& parts, const std::string& path, const Submitted& sub, const ResponseHeader& h,
+                     Clock::time_point arrived, Clock::time_point deadline, const Usage& usage_prompt,
+                     httplib::Response& res) {
+  auto st = std::make_shared<StreamState>();
+  st->stream = sub.stream;
+  st->header = h;
+  st->include_usage = sub.request.include_usage;
+  st->arrived = arrived;
+  st->deadline = deadline;
+  st->usage = usage_prompt;
+  ++parts.active;
+  parts.count(path, 200);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [parts, st](std::size_t, httplib::DataSink& sink) { return write_next_event(parts, *st, sink); },
+      [parts, st](bool success) {
+        if (!success) st->stream->cancel();  // disconnected (or the server stopped) before the end
+        --parts.active;
+      });
+}
+
+// POST /v1/chat/completions and /v1/completions.
+void add_completion_routes(httplib::Server& s, const ServerParts& parts) {
   for (Endpoint endpoint : {Endpoint::ChatCompletions, Endpoint::Completions}) {
     const std::string path = endpoint_path(endpoint);
-    s.Post(path, [this, endpoint, path](const httplib::Request& req, httplib::Response& res) {
+    s.Post(path, [parts, endpoint, path](const httplib::Request& req, httplib::Response& res) {
       const auto arrived = Clock::now();
-      Prepared p;
-      std::shared_ptr<RequestStream> stream;
+      Submitted sub;
       try {
-        p = prepare(req.body, endpoint);
-        stream = engine_.submit(p.ids, p.options);
+        sub = parts.submit(req.body, endpoint);
       } catch (const ApiError& e) {
         send_error(res, e);
-        count(path, e.status());
+        parts.count(path, e.status());
         return;
       } catch (const Error& e) {
         send_error(res, bad_request(e.what()));
-        count(path, 400);
+        parts.count(path, 400);
         return;
       }
-      ResponseHeader h{response_id(endpoint, serial_.fetch_add(1) + 1), static_cast<int64_t>(std::time(nullptr)),
-                       options_.model_id, endpoint};
-      const auto deadline = arrived + options_.request_timeout;
-      const Usage usage_prompt{static_cast<int64_t>(p.ids.size()), 0};
-
-      if (!p.request.stream) {
-        ++active_;
-        struct Done {
-          std::atomic<int64_t>& n;
-          ~Done() { --n; }
-        } done{active_};
-        if (!stream->wait_finished(deadline)) {
-          stream->cancel();
-          send_error(res, timeout_error());
-          count(path, 504);
-          return;
-        }
-        const text::SequenceResult& r = stream->result();
-        if (!r.ok()) {
-          const int status = stream->server_failed() ? 500 : 400;
-          send_error(res, ApiError(status, r.error, status == 500 ? "server_error" : "invalid_request_error"));
-          count(path, status);
-          return;
-        }
-        Usage u = usage_prompt;
-        u.completion_tokens = static_cast<int64_t>(r.result.generated_ids.size());
-        json logprobs = nullptr;
-        if (p.request.logprobs)
-          logprobs = logprobs_json(endpoint, engine_.tokenizer(), r.result.generated_ids, r.result.step_logits,
-                                   p.request.top_logprobs);
-        send_json(res, 200, full_response(h, r.result.text, r.result.stop_reason, u, logprobs));
-        count(path, 200);
-        return;
+      ResponseHeader h{response_id(endpoint, parts.serial.fetch_add(1) + 1), static_cast<int64_t>(std::time(nullptr)),
+                       parts.options.model_id, endpoint};
+      const auto deadline = arrived + parts.options.request_timeout;
+      const Usage usage_prompt{sub.prompt_tokens, 0};
+      if (sub.request.stream) {
+        answer_streamed(parts, path, sub, h, arrived, deadline, usage_prompt, res);
+      } else {
+        answer_whole(parts, path, sub, h, deadline, usage_prompt, res);
       }
-
-      // Streaming: the content provider runs on this connection's thread until the stream ends or the client goes.
-      struct State {
-        std::shared_ptr<RequestStream> stream;
-        ResponseHeader header;
-        bool include_usage = false, role_sent = false, first_text = true;
-        Clock::time_point arrived, deadline;
-        Usage usage;
-      };
-      auto st = std::make_shared<State>();
-      st->stream = stream;
-      st->header = h;
-      st->include_usage = p.request.include_usage;
-      st->arrived = arrived;
-      st->deadline = deadline;
-      st->usage = usage_prompt;
-      ++active_;
-      count(path, 200);
-      res.set_header("Cache-Control", "no-cache");
-      res.set_header("X-Accel-Buffering", "no");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [this, st](std::size_t, httplib::DataSink& sink) {
-            auto write = [&](std::string_view s) { return sink.write(s.data(), s.size()); };
-            auto end = [&](const std::string& last) {
-              write(last);
-              write(kSseDone);
-              sink.done();
-              return true;
-            };
-            if (!st->role_sent && st->header.endpoint == Endpoint::ChatCompletions) {
-              st->role_sent = true;
-              if (!write(sse_event(text_chunk(st->header, "", true)))) return false;
-              return true;
-            }
-            std::string text;
-            const auto wake = std::min(st->deadline, Clock::now() + std::chrono::seconds(1));
-            switch (st->stream->next(text, wake)) {
-              case RequestStream::Wait::Text: {
-                if (st->first_text) {
-                  st->first_text = false;
-                  std::lock_guard lock(stats_mutex_);
-                  http_stats_.ttft_seconds_sum +=
-                      std::chrono::duration<double>(st->stream->first_token_time() - st->arrived).count();
-                  ++http_stats_.ttft_count;
-                }
-                return write(sse_event(text_chunk(st->header, text, false)));  // false: the client is gone
-              }
-              case RequestStream::Wait::Timeout:
-                if (Clock::now() < st->deadline) return sink.is_writable();
-                st->stream->cancel();
-                return end(sse_event(timeout_error().body()));
-              case RequestStream::Wait::Finished:
-                // Finished after its deadline (before this handler looked): the deadline rules, as unstreamed.
-                if (st->stream->finished_at() > st->deadline) return end(sse_event(timeout_error().body()));
-                break;
-            }
-            const text::SequenceResult& r = st->stream->result();
-            if (!r.ok())
-              return end(sse_event(ApiError(st->stream->server_failed() ? 500 : 400, r.error,
-                                            st->stream->server_failed() ? "server_error" : "invalid_request_error")
-                                       .body()));
-            std::string last = sse_event(final_chunk(st->header, r.result.stop_reason));
-            if (st->include_usage) {
-              Usage u = st->usage;
-              u.completion_tokens = static_cast<int64_t>(r.result.generated_ids.size());
-              last += sse_event(usage_chunk(st->header, u));
-            }
-            return end(last);
-          },
-          [this, st](bool success) {
-            if (!success) st->stream->cancel();  // disconnected (or the server stopped) before the end
-            --active_;
-          });
     });
   }
+}
+
+}  // namespace
+
+void Server::routes() {
+  const ServerParts parts{
+      .engine = engine_,
+      .options = options_,
+      .active = active_,
+      .serial = serial_,
+      .stats_mutex = stats_mutex_,
+      .http_stats = http_stats_,
+      .count = [this](const std::string& path, int status) { count(path, status); },
+      .metrics_text = [this] { return render_metrics_text(); },
+      .submit =
+          [this](const std::string& body, Endpoint endpoint) {
+            Prepared p = prepare(body, endpoint);
+            std::shared_ptr<RequestStream> stream = engine_.submit(p.ids, p.options);
+            return Submitted{std::move(p.request), static_cast<int64_t>(p.ids.size()), std::move(stream)};
+          },
+  };
+  httplib::Server& s = *http_;
+  configure_connections(s, parts, listen_socket_);
+  add_error_handlers(s, parts);
+  add_health_routes(s, parts);
+  add_model_routes(s, parts);
+  add_completion_routes(s, parts);
 }
 
 int Server::bind() {

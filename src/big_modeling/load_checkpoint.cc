@@ -47,142 +47,191 @@ struct TempDir {
   }
 };
 
-}  // namespace
+// The device a tensor is loaded to: its entry in the device map, else where the model holds it now (cpu for meta).
+Device tensor_device(nn::Module& model, const std::optional<DeviceMap>& map, const std::string& name) {
+  if (map) {
+    auto d = map->device_for(name);
+    if (!d) throw Error("no device set for this tensor in the device map", name, "add its module (or \"\") to the map");
+    return *d;
+  }
+  Device current = nn::get_module_tensor(model, name).device();
+  return current.is_meta() ? Device::cpu() : current;
+}
 
-LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::filesystem::path& checkpoint,
-                                              const LoadCheckpointOptions& o) {
-  LoadCheckpointResult result;
-  const auto& map = o.device_map;
-  const bool has_disk = map && std::any_of(map->begin(), map->end(), [](const auto& e) { return e.second.is_disk(); });
-  // Disk weights read straight from safetensors shards need no folder; anything that must be written does.
-  auto need_offload_folder = [&](const std::string& name) -> const std::filesystem::path& {
-    if (!o.offload_folder)
-      throw Error("at least one submodule is mapped to disk and its weights must be written (" + name +
-                      " is not in a safetensors file in the requested dtype), but no offload_folder was given",
-                  checkpoint.string(), "pass offload_folder (a writable folder for the offloaded weights)");
-    return *o.offload_folder;
-  };
-  if (has_disk && o.offload_folder) std::filesystem::create_directories(*o.offload_folder);
+// The dtypes of one checkpoint tensor: `cast` is what set_module_tensor_to_device converts it to (none: the model
+// slot's own), `target` the dtype it is used in, which offloaded copies are written in.
+struct TensorDTypes {
+  std::optional<DType> cast;
+  DType target;
+};
 
-  // Discovery first: a missing shard is an error before any byte is loaded.
-  const io::CheckpointFiles files = io::get_checkpoint_shard_files(checkpoint);
+TensorDTypes tensor_dtypes(nn::Module& model, const std::string& name, const Tensor& value,
+                           const LoadCheckpointOptions& o) {
+  std::optional<DType> new_dtype;
+  if (o.dtype && is_floating_point(value.dtype())) {
+    new_dtype = o.dtype;
+    if ((*o.dtype == DType::F16 || *o.dtype == DType::BF16) && keep_in_fp32(name, o.keep_in_fp32_modules))
+      new_dtype = DType::F32;
+  }
+  const DType slot = nn::get_module_tensor(model, name).dtype();
+  if (is_quantized(slot)) new_dtype = slot;  // a quantized slot (quantize_weights) keeps its dtype
+  const DType stored = new_dtype.value_or(slot);
+  return {new_dtype, is_floating_point(value.dtype()) ? stored : value.dtype()};
+}
 
-  std::unordered_set<std::string> model_keys;
-  for (auto& [name, t] : model.state_dict()) model_keys.insert(name);
-  std::unordered_set<std::string> buffer_names;
-  for (auto& [name, t] : model.named_buffers()) buffer_names.insert(name);
-  std::set<std::string> loaded;
+// One load_checkpoint_in_model call: the model's names, what has been loaded so far, the weights parked in the
+// temporary state-dict folder, and the result being built.
+class CheckpointLoader {
+ public:
+  CheckpointLoader(nn::Module& model, const std::filesystem::path& checkpoint, const LoadCheckpointOptions& o,
+                   const io::CheckpointFiles& files)
+      : model_(model), checkpoint_(checkpoint), o_(o) {
+    for (auto& [name, t] : model.state_dict()) model_keys_.insert(name);
+    for (auto& [name, t] : model.named_buffers()) buffer_names_.insert(name);
+    if (o.offload_state_dict)
+      state_dict_folder_.path = make_temp_dir(o.offload_folder.value_or(std::filesystem::temp_directory_path()));
+    progress_.shard_count = files.shards.size();
+    if (o.on_progress)
+      for (const auto& shard : files.shards) progress_.bytes_total += std::filesystem::file_size(shard);
+  }
 
-  TempDir state_dict_folder;
-  io::OffloadIndex state_dict_index;
-  if (o.offload_state_dict)
-    state_dict_folder.path = make_temp_dir(o.offload_folder.value_or(std::filesystem::temp_directory_path()));
-
-  LoadProgress progress;
-  progress.shard_count = files.shards.size();
-  if (o.on_progress)
-    for (const auto& shard : files.shards) progress.bytes_total += std::filesystem::file_size(shard);
-
-  for (const auto& shard : files.shards) {
-    ++progress.shard_index;
-    progress.shard_name = shard.filename().string();
-    progress.tensors_done = 0;
+  // Loads every tensor of `shard` the model has; the others are unexpected keys (an error when strict).
+  void load_shard(const std::filesystem::path& shard) {
+    ++progress_.shard_index;
+    progress_.shard_name = shard.filename().string();
+    progress_.tensors_done = 0;
     const bool safetensors = io::checkpoint_file_format(shard) == io::CheckpointFormat::Safetensors;
     io::StateDict sd = io::load_state_dict(shard);  // safetensors: zero-copy views; cast per tensor below
     std::vector<std::string> unexpected;
     for (const auto& [name, t] : sd)
-      if (!model_keys.count(name)) unexpected.push_back(name);
-    if (o.strict && !unexpected.empty())
+      if (!model_keys_.count(name)) unexpected.push_back(name);
+    if (o_.strict && !unexpected.empty())
       throw Error("checkpoint tensors not in the model: " + list_for_error(unexpected), shard.string(),
                   "is this checkpoint for this architecture? (strict loading)");
-    result.unexpected_keys.insert(result.unexpected_keys.end(), unexpected.begin(), unexpected.end());
-    progress.tensors_in_shard = sd.size();
+    result_.unexpected_keys.insert(result_.unexpected_keys.end(), unexpected.begin(), unexpected.end());
+    progress_.tensors_in_shard = sd.size();
 
     for (const auto& [name, value] : sd) {
-      if (!model_keys.count(name)) continue;
-      Device device = Device::cpu();
-      if (map) {
-        auto d = map->device_for(name);
-        if (!d) throw Error("no device set for this tensor in the device map", name, "add its module (or \"\") to the map");
-        device = *d;
-      } else {
-        Device current = nn::get_module_tensor(model, name).device();
-        device = current.is_meta() ? Device::cpu() : current;
-      }
-      std::optional<DType> new_dtype;
-      if (o.dtype && is_floating_point(value.dtype())) {
-        new_dtype = o.dtype;
-        if ((*o.dtype == DType::F16 || *o.dtype == DType::BF16) && keep_in_fp32(name, o.keep_in_fp32_modules))
-          new_dtype = DType::F32;
-      }
-      const DType slot = nn::get_module_tensor(model, name).dtype();
-      if (is_quantized(slot)) new_dtype = slot;  // a quantized slot (quantize_weights) keeps its dtype
-      const DType stored = new_dtype.value_or(slot);
-      const DType target = is_floating_point(value.dtype()) ? stored : value.dtype();
-      if (device.is_disk() && (o.offload_buffers || !buffer_names.count(name))) {
-        nn::set_module_tensor_to_device(model, name, Device::meta(), {}, target);
-        if (safetensors && value.dtype() == target) {
-          // Served from the checkpoint itself: nothing is copied (DESIGN.md, big_modeling 16).
-          io::OffloadEntry e;
-          e.safetensors_file = std::filesystem::absolute(shard).string();
-          e.weight_name = name;
-          e.dtype = target;
-          result.offload_index[name] = std::move(e);
-        } else {
-          // Written once in the dtype it will be used in (Accelerate writes the checkpoint dtype and casts on
-          // every load).
-          io::offload_weight(value.to(target), name, need_offload_folder(name), result.offload_index);
-        }
-      } else if (device.is_disk()) {
-        nn::set_module_tensor_to_device(model, name, Device::cpu(), value, new_dtype);  // a disk module's buffer
-      } else if (device.is_cpu() && o.offload_state_dict && !(safetensors && value.dtype() == target)) {
-        // Staged through a temporary folder to bound peak RAM. A same-dtype safetensors weight needs no staging:
-        // it is a view of the mapped file, not an allocation.
-        nn::set_module_tensor_to_device(model, name, Device::meta(), {}, target);
-        io::offload_weight(value.to(target), name, state_dict_folder.path, state_dict_index);
-      } else {
-        nn::set_module_tensor_to_device(model, name, device, value, new_dtype);
-      }
-      loaded.insert(name);
-      result.bytes_read += value.nbytes();
-      progress.bytes_done += value.nbytes();
-      ++progress.tensors_done;
-      if (o.on_progress) o.on_progress(progress);
+      if (!model_keys_.count(name)) continue;
+      place(name, value, shard, safetensors);
+      loaded_.insert(name);
+      result_.bytes_read += value.nbytes();
+      progress_.bytes_done += value.nbytes();
+      ++progress_.tensors_done;
+      if (o_.on_progress) o_.on_progress(progress_);
     }
   }
 
-  // A tied name counts as loaded when its partner was (a checkpoint stores a tied weight once).
-  std::set<const nn::TensorSlot*> loaded_slots;
-  for (const auto& name : loaded)
-    if (auto slot = nn::find_tensor_slot(model, name)) loaded_slots.insert(slot.get());
-  for (const auto& name : model_keys) {
-    if (loaded.count(name)) continue;
-    auto slot = nn::find_tensor_slot(model, name);
-    if (!slot || !loaded_slots.count(slot.get())) result.missing_keys.push_back(name);
-  }
-  std::sort(result.missing_keys.begin(), result.missing_keys.end());
-  if (!result.unexpected_keys.empty())
-    log_warning("Some weights of the checkpoint at {} were not used when initializing {}: {}", checkpoint.string(),
-                model.type_name(), list_for_error(result.unexpected_keys));
-  if (!result.missing_keys.empty()) {
-    std::string msg = "weights missing from the checkpoint (left uninitialised): " + list_for_error(result.missing_keys);
-    if (o.strict) throw Error(msg, checkpoint.string(), "is this checkpoint complete and for this model?");
-    log_warning("{}: {}", checkpoint.string(), msg);
+  // After the last shard: reports unexpected and missing keys (missing ones are an error when strict), saves the
+  // offload index and brings the parked state-dict weights back to cpu.
+  LoadCheckpointResult finish(bool has_disk) {
+    result_.missing_keys = missing_keys();
+    if (!result_.unexpected_keys.empty())
+      log_warning("Some weights of the checkpoint at {} were not used when initializing {}: {}", checkpoint_.string(),
+                  model_.type_name(), list_for_error(result_.unexpected_keys));
+    if (!result_.missing_keys.empty()) {
+      std::string msg = "weights missing from the checkpoint (left uninitialised): " +
+                        list_for_error(result_.missing_keys);
+      if (o_.strict) throw Error(msg, checkpoint_.string(), "is this checkpoint complete and for this model?");
+      log_warning("{}: {}", checkpoint_.string(), msg);
+    }
+
+    if (has_disk && o_.offload_folder) io::save_offload_index(result_.offload_index, *o_.offload_folder);
+    for (const auto& [name, entry] : state_dict_index_) {
+      Tensor parked = io::load_offloaded_weight(state_dict_folder_.path / (name + ".dat"), entry);
+      nn::set_module_tensor_to_device(model_, name, Device::cpu(), parked.clone());
+    }
+    return std::move(result_);
   }
 
-  if (has_disk && o.offload_folder) io::save_offload_index(result.offload_index, *o.offload_folder);
-  for (const auto& [name, entry] : state_dict_index) {
-    Tensor parked = io::load_offloaded_weight(state_dict_folder.path / (name + ".dat"), entry);
-    nn::set_module_tensor_to_device(model, name, Device::cpu(), parked.clone());
+ private:
+  // Puts one tensor where the device map says: offloaded to disk (served from the shard or written to the offload
+  // folder), parked in the state-dict folder, or set on its device.
+  void place(const std::string& name, const Tensor& value, const std::filesystem::path& shard, bool safetensors) {
+    const Device device = tensor_device(model_, o_.device_map, name);
+    const auto [new_dtype, target] = tensor_dtypes(model_, name, value, o_);
+    if (device.is_disk() && (o_.offload_buffers || !buffer_names_.count(name))) {
+      nn::set_module_tensor_to_device(model_, name, Device::meta(), {}, target);
+      if (safetensors && value.dtype() == target) {
+        // Served from the checkpoint itself: nothing is copied (DESIGN.md, big_modeling 16).
+        io::OffloadEntry e;
+        e.safetensors_file = std::filesystem::absolute(shard).string();
+        e.weight_name = name;
+        e.dtype = target;
+        result_.offload_index[name] = std::move(e);
+      } else {
+        // Written once in the dtype it will be used in (Accelerate writes the checkpoint dtype and casts on
+        // every load).
+        io::offload_weight(value.to(target), name, need_offload_folder(name), result_.offload_index);
+      }
+    } else if (device.is_disk()) {
+      nn::set_module_tensor_to_device(model_, name, Device::cpu(), value, new_dtype);  // a disk module's buffer
+    } else if (device.is_cpu() && o_.offload_state_dict && !(safetensors && value.dtype() == target)) {
+      // Staged through a temporary folder to bound peak RAM. A same-dtype safetensors weight needs no staging:
+      // it is a view of the mapped file, not an allocation.
+      nn::set_module_tensor_to_device(model_, name, Device::meta(), {}, target);
+      io::offload_weight(value.to(target), name, state_dict_folder_.path, state_dict_index_);
+    } else {
+      nn::set_module_tensor_to_device(model_, name, device, value, new_dtype);
+    }
   }
-  return result;
+
+  // Disk weights read straight from safetensors shards need no folder; anything that must be written does.
+  const std::filesystem::path& need_offload_folder(const std::string& name) const {
+    if (!o_.offload_folder)
+      throw Error("at least one submodule is mapped to disk and its weights must be written (" + name +
+                      " is not in a safetensors file in the requested dtype), but no offload_folder was given",
+                  checkpoint_.string(), "pass offload_folder (a writable folder for the offloaded weights)");
+    return *o_.offload_folder;
+  }
+
+  // The model's names not loaded, sorted. A tied name counts as loaded when its partner was (a checkpoint stores a
+  // tied weight once).
+  std::vector<std::string> missing_keys() const {
+    std::set<const nn::TensorSlot*> loaded_slots;
+    for (const auto& name : loaded_)
+      if (auto slot = nn::find_tensor_slot(model_, name)) loaded_slots.insert(slot.get());
+    std::vector<std::string> missing;
+    for (const auto& name : model_keys_) {
+      if (loaded_.count(name)) continue;
+      auto slot = nn::find_tensor_slot(model_, name);
+      if (!slot || !loaded_slots.count(slot.get())) missing.push_back(name);
+    }
+    std::sort(missing.begin(), missing.end());
+    return missing;
+  }
+
+  nn::Module& model_;
+  const std::filesystem::path& checkpoint_;
+  const LoadCheckpointOptions& o_;
+  std::unordered_set<std::string> model_keys_, buffer_names_;
+  std::set<std::string> loaded_;
+  TempDir state_dict_folder_;
+  io::OffloadIndex state_dict_index_;
+  LoadProgress progress_;
+  LoadCheckpointResult result_;
+};
+
+}  // namespace
+
+LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::filesystem::path& checkpoint,
+                                              const LoadCheckpointOptions& o) {
+  const auto& map = o.device_map;
+  const bool has_disk = map && std::any_of(map->begin(), map->end(), [](const auto& e) { return e.second.is_disk(); });
+  if (has_disk && o.offload_folder) std::filesystem::create_directories(*o.offload_folder);
+
+  // Discovery first: a missing shard is an error before any byte is loaded.
+  const io::CheckpointFiles files = io::get_checkpoint_shard_files(checkpoint);
+  CheckpointLoader loader(model, checkpoint, o, files);
+  for (const auto& shard : files.shards) loader.load_shard(shard);
+  return loader.finish(has_disk);
 }
 
 LoadAndDispatchResult load_checkpoint_and_dispatch(nn::Module& model, const std::filesystem::path& checkpoint,
                                                    const LoadAndDispatchOptions& o) {
   LoadAndDispatchResult result;
   std::optional<DeviceMap> map;
-  io::OffloadIo offload_io = o.offload_io;
+  OffloadIo offload_io = o.offload_io;
   std::size_t staging_bytes = 0;
   if (auto* m = std::get_if<DeviceMap>(&o.device_map)) {
     map = *m;

@@ -20,9 +20,4 @@ const char* to_string(OffloadIo io);
 /// cacheable_ram_bytes() in max_memory.h), else Mmap. Direct and Mmap are returned as they are.
 OffloadIo choose_offload_io(OffloadIo requested, std::uint64_t disk_bytes, std::uint64_t cacheable);
 
-// TEMPORARY while load_checkpoint.cc is being edited elsewhere: the old spelling.
-namespace io {
-using ferry::OffloadIo;
-}
-
 }  // namespace ferry

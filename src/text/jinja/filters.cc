@@ -2,6 +2,8 @@
 // ensure_ascii=False). Signatures and edge cases follow jinja2/filters.py.
 #include <algorithm>
 #include <cmath>
+#include <string_view>
+#include <unordered_map>
 
 #include "text/jinja/builtins.h"
 #include "text/jinja/failure.h"
@@ -214,250 +216,349 @@ std::string indent_filter(const std::string& text, const Value& width, bool firs
   return rv;
 }
 
+// The filters, one function each (aliases share one). Each gets the name it was called by (so an alias such as `d`
+// for `default` reports its own name in argument errors), the value left of the `|`, and the call's arguments;
+// filters without parameters still bind them, to reject stray arguments.
+using Filter = Value (*)(Interpreter& in, const std::string& name, const Value& v, CallArgs& a);
+
+Value filter_tojson(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("tojson", {"ensure_ascii", "indent", "separators", "sort_keys"}, 0);
+  const bool ensure_ascii = b[0] && b[0]->truthy();
+  std::optional<std::string> indent;
+  if (b[1] && !b[1]->is_none()) {
+    if (b[1]->is_string()) indent = b[1]->as_string();
+    else if (b[1]->is_int())
+      indent = std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(b[1]->as_int(), 0, 1024)), ' ');
+    else fail("tojson: indent must be an int or a string");
+  }
+  std::string item_sep = indent ? "," : ", ", key_sep = ": ";
+  if (b[2] && !b[2]->is_none()) {
+    const std::vector<Value> seps = iterate(*b[2]);
+    if (seps.size() != 2 || !seps[0].is_string() || !seps[1].is_string())
+      fail("tojson: separators must be a pair of strings");
+    item_sep = seps[0].as_string();
+    key_sep = seps[1].as_string();
+  }
+  return Value::string(to_json(v, ensure_ascii, indent, item_sep, key_sep, b[3] && b[3]->truthy()));
+}
+
+Value filter_trim(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("trim", {"chars"}, 0);
+  std::optional<std::string> chars;
+  if (b[0] && !b[0]->is_none()) chars = to_str(*b[0]);
+  return Value::string(py_strip(to_str(v), chars, true, true));
+}
+
+// length, count.
+Value filter_length(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  return Value::integer(length_of(v));
+}
+
+Value filter_first(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  const std::vector<Value> items = iterate(v);
+  return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
+}
+
+Value filter_last(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  const std::vector<Value> items = iterate(v);
+  return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
+}
+
+Value filter_join(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("join", {"d", "attribute"}, 0);
+  const std::string sep = b[0] ? to_str(*b[0]) : "";
+  std::string out;
+  bool first = true;
+  for (const Value& item : iterate(v)) {
+    if (!first) out += sep;
+    first = false;
+    out += to_str(b[1] && !b[1]->is_none() ? get_path(item, *b[1]) : item);
+    if (out.size() > Limits::kMaxOutput) fail("the joined string is too long");
+  }
+  return Value::string(std::move(out));
+}
+
+// default, d.
+Value filter_default(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  const Bound b = a.bind(name, {"default_value", "boolean"}, 0);
+  const bool boolean = b[1] && b[1]->truthy();
+  if (v.is_undefined() || (boolean && !v.truthy())) return b[0] ? *b[0] : Value::string("");
+  return v;
+}
+
+// upper, lower, capitalize: py_case takes the filter's name as the str method to apply.
+Value filter_case(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  return Value::string(py_case(to_str(v), name));
+}
+
+Value filter_title(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  return Value::string(jinja_title(to_str(v)));
+}
+
+Value filter_replace(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("replace", {"old", "new", "count"}, 2);
+  return Value::string(
+      py_replace(to_str(v), to_str(*b[0]), to_str(*b[1]), b[2] && !b[2]->is_none() ? b[2]->as_int() : -1));
+}
+
+// selectattr, rejectattr.
+Value filter_selectattr(Interpreter& in, const std::string& name, const Value& v, CallArgs& a) {
+  return select(in, v, a, true, name == "selectattr");
+}
+
+// select, reject.
+Value filter_select(Interpreter& in, const std::string& name, const Value& v, CallArgs& a) {
+  return select(in, v, a, false, name == "select");
+}
+
+Value filter_map(Interpreter& in, const std::string&, const Value& v, CallArgs& a) { return map_filter(in, v, a); }
+
+Value filter_list(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  return Value::list(iterate(v));
+}
+
+// string, safe: there is no markup-safe string type, so `safe` is plain string conversion.
+Value filter_string(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  return Value::string(to_str(v));
+}
+
+Value filter_int(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("int", {"default", "base"}, 0);
+  return to_int(v, b[0] ? *b[0] : Value::integer(0), b[1] ? b[1]->as_int() : 10);
+}
+
+Value filter_float(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("float", {"default"}, 0);
+  return to_float(v, b[0] ? *b[0] : Value::number(0.0));
+}
+
+Value filter_abs(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  if (!v.is_number()) fail("bad operand type for abs(): '" + v.type_name() + "'");
+  if (v.is_float()) return Value::number(std::fabs(v.as_float()));
+  if (v.as_int() == INT64_MIN) fail("integer overflow in abs");
+  return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
+}
+
+Value filter_round(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("round", {"precision", "method"}, 0);
+  const std::int64_t precision = b[0] ? b[0]->as_int() : 0;
+  const std::string method = b[1] ? to_str(*b[1]) : "common";
+  if (method != "common" && method != "ceil" && method != "floor") fail("method must be common, ceil or floor");
+  if (!v.is_number()) fail("type " + v.type_name() + " doesn't define __round__ method");
+  if (method == "common" && !v.is_float()) return Value::integer(v.as_int());
+  const double scale = std::pow(10.0, static_cast<double>(precision));
+  const double x = v.as_float() * scale;
+  double r;
+  if (method == "ceil") r = std::ceil(x);
+  else if (method == "floor") r = std::floor(x);
+  else r = std::nearbyint(x);  // Python rounds half to even
+  return Value::number(r / scale);
+}
+
+Value filter_items(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  if (v.is_undefined()) return Value::list({});
+  if (!v.is_dict()) fail("items(): can only get item pairs from a mapping");
+  List out;
+  for (const auto& [k, item] : v.as_dict()) out.push_back(Value::list({k, item}, true));
+  return Value::list(std::move(out));
+}
+
+Value filter_dictsort(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("dictsort", {"case_sensitive", "by", "reverse"}, 0);
+  const bool cs = b[0] && b[0]->truthy();
+  const std::string by = b[1] ? to_str(*b[1]) : "key";
+  if (by != "key" && by != "value") fail("You can only sort by either \"key\" or \"value\"");
+  if (!v.is_dict()) fail("dictsort(): expected a mapping");
+  List pairs;
+  for (const auto& [k, item] : v.as_dict()) pairs.push_back(Value::list({k, item}, true));
+  const std::size_t pos = by == "key" ? 0 : 1;
+  return Value::list(sorted(std::move(pairs), b[2] && b[2]->truthy(),
+                            [pos, cs](const Value& p) { return lowered(p.as_list()[pos], cs); }));
+}
+
+Value filter_sort(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("sort", {"reverse", "case_sensitive", "attribute"}, 0);
+  const bool cs = b[1] && b[1]->truthy();
+  const Value attribute = b[2] ? *b[2] : Value::none();
+  return Value::list(
+      sorted(iterate(v), b[0] && b[0]->truthy(), [&](const Value& x) { return lowered(get_path(x, attribute), cs); }));
+}
+
+Value filter_unique(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("unique", {"case_sensitive", "attribute"}, 0);
+  const bool cs = b[0] && b[0]->truthy();
+  const Value attribute = b[1] ? *b[1] : Value::none();
+  List out, seen;
+  for (const Value& item : iterate(v)) {
+    const Value key = lowered(get_path(item, attribute), cs);
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, key); })) {
+      seen.push_back(key);
+      out.push_back(item);
+    }
+  }
+  return Value::list(std::move(out));
+}
+
+// min, max.
+Value filter_min_max(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  const Bound b = a.bind(name, {"case_sensitive", "attribute"}, 0);
+  const bool cs = b[0] && b[0]->truthy();
+  const Value attribute = b[1] ? *b[1] : Value::none();
+  const std::vector<Value> items = iterate(v);
+  if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    const int c = order(lowered(get_path(items[i], attribute), cs), lowered(get_path(items[best], attribute), cs));
+    if (name == "min" ? c < 0 : c > 0) best = i;
+  }
+  return items[best];
+}
+
+Value filter_sum(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("sum", {"attribute", "start"}, 0);
+  Value total = b[1] ? *b[1] : Value::integer(0);
+  const Value attribute = b[0] ? *b[0] : Value::none();
+  for (const Value& item : iterate(v)) total = binary_op("+", total, get_path(item, attribute));
+  return total;
+}
+
+Value filter_reverse(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  if (v.is_string()) {
+    std::u32string u = utf8_decode(v.as_string());
+    std::reverse(u.begin(), u.end());
+    return Value::string(utf8_encode(u));
+  }
+  std::vector<Value> items = iterate(v);
+  std::reverse(items.begin(), items.end());
+  return Value::list(std::move(items));
+}
+
+Value filter_indent(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("indent", {"width", "first", "blank"}, 0);
+  return Value::string(
+      indent_filter(to_str(v), b[0] ? *b[0] : Value::integer(4), b[1] && b[1]->truthy(), b[2] && b[2]->truthy()));
+}
+
+// escape, e, forceescape.
+Value filter_escape(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  return Value::string(html_escape(to_str(v)));
+}
+
+Value filter_wordcount(Interpreter&, const std::string& name, const Value& v, CallArgs& a) {
+  a.bind(name, {}, 0);
+  std::int64_t words = 0;
+  bool in_word = false;
+  for (const char32_t c : utf8_decode(to_str(v))) {
+    const bool w = c == '_' || py_is(utf8_encode(std::u32string(1, c)), "isalnum");
+    if (w && !in_word) ++words;
+    in_word = w;
+  }
+  return Value::integer(words);
+}
+
+Value filter_batch(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("batch", {"linecount", "fill_with"}, 1);
+  const std::int64_t n = b[0]->as_int();
+  if (n <= 0) fail("batch(): linecount must be positive");
+  List out, tmp;
+  for (const Value& item : iterate(v)) {
+    if (static_cast<std::int64_t>(tmp.size()) == n) {
+      out.push_back(Value::list(std::move(tmp)));
+      tmp.clear();
+    }
+    tmp.push_back(item);
+  }
+  if (!tmp.empty()) {
+    if (b[1] && !b[1]->is_none()) {
+      while (static_cast<std::int64_t>(tmp.size()) < n) tmp.push_back(*b[1]);
+    }
+    out.push_back(Value::list(std::move(tmp)));
+  }
+  return Value::list(std::move(out));
+}
+
+Value filter_attr(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("attr", {"name"}, 1);
+  return get_attr(v, to_str(*b[0]));
+}
+
+Value filter_center(Interpreter&, const std::string&, const Value& v, CallArgs& a) {
+  const Bound b = a.bind("center", {"width"}, 0);
+  const std::int64_t width = std::min<std::int64_t>(b[0] ? b[0]->as_int() : 80, 1 << 20);
+  const std::string s = to_str(v);
+  const auto len = static_cast<std::int64_t>(utf8_length(s));
+  if (width <= len) return Value::string(s);
+  const std::int64_t pad = width - len, left = pad / 2 + (pad & width & 1);
+  return Value::string(std::string(static_cast<std::size_t>(left), ' ') + s +
+                       std::string(static_cast<std::size_t>(pad - left), ' '));
+}
+
+// Every filter name, each alias after the filter it stands for.
+const std::unordered_map<std::string_view, Filter>& filters() {
+  static const std::unordered_map<std::string_view, Filter> table = {
+      {"tojson", filter_tojson},
+      {"trim", filter_trim},
+      {"length", filter_length},
+      {"count", filter_length},
+      {"first", filter_first},
+      {"last", filter_last},
+      {"join", filter_join},
+      {"default", filter_default},
+      {"d", filter_default},
+      {"upper", filter_case},
+      {"lower", filter_case},
+      {"capitalize", filter_case},
+      {"title", filter_title},
+      {"replace", filter_replace},
+      {"selectattr", filter_selectattr},
+      {"rejectattr", filter_selectattr},
+      {"select", filter_select},
+      {"reject", filter_select},
+      {"map", filter_map},
+      {"list", filter_list},
+      {"string", filter_string},
+      {"safe", filter_string},
+      {"int", filter_int},
+      {"float", filter_float},
+      {"abs", filter_abs},
+      {"round", filter_round},
+      {"items", filter_items},
+      {"dictsort", filter_dictsort},
+      {"sort", filter_sort},
+      {"unique", filter_unique},
+      {"min", filter_min_max},
+      {"max", filter_min_max},
+      {"sum", filter_sum},
+      {"reverse", filter_reverse},
+      {"indent", filter_indent},
+      {"escape", filter_escape},
+      {"e", filter_escape},
+      {"forceescape", filter_escape},
+      {"wordcount", filter_wordcount},
+      {"batch", filter_batch},
+      {"attr", filter_attr},
+      {"center", filter_center},
+  };
+  return table;
+}
+
 }  // namespace
 
 Value apply_filter(Interpreter& in, const std::string& name, const Value& v, CallArgs& a) {
-  if (name == "tojson") {
-    const Bound b = a.bind("tojson", {"ensure_ascii", "indent", "separators", "sort_keys"}, 0);
-    const bool ensure_ascii = b[0] && b[0]->truthy();
-    std::optional<std::string> indent;
-    if (b[1] && !b[1]->is_none()) {
-      if (b[1]->is_string()) indent = b[1]->as_string();
-      else if (b[1]->is_int()) indent = std::string(static_cast<std::size_t>(std::clamp<std::int64_t>(b[1]->as_int(), 0, 1024)), ' ');
-      else fail("tojson: indent must be an int or a string");
-    }
-    std::string item_sep = indent ? "," : ", ", key_sep = ": ";
-    if (b[2] && !b[2]->is_none()) {
-      const std::vector<Value> seps = iterate(*b[2]);
-      if (seps.size() != 2 || !seps[0].is_string() || !seps[1].is_string()) fail("tojson: separators must be a pair of strings");
-      item_sep = seps[0].as_string();
-      key_sep = seps[1].as_string();
-    }
-    return Value::string(to_json(v, ensure_ascii, indent, item_sep, key_sep, b[3] && b[3]->truthy()));
-  }
-  if (name == "trim") {
-    const Bound b = a.bind("trim", {"chars"}, 0);
-    std::optional<std::string> chars;
-    if (b[0] && !b[0]->is_none()) chars = to_str(*b[0]);
-    return Value::string(py_strip(to_str(v), chars, true, true));
-  }
-  if (name == "length" || name == "count") {
-    a.bind(name, {}, 0);
-    return Value::integer(length_of(v));
-  }
-  if (name == "first") {
-    a.bind(name, {}, 0);
-    const std::vector<Value> items = iterate(v);
-    return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
-  }
-  if (name == "last") {
-    a.bind(name, {}, 0);
-    const std::vector<Value> items = iterate(v);
-    return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
-  }
-  if (name == "join") {
-    const Bound b = a.bind("join", {"d", "attribute"}, 0);
-    const std::string sep = b[0] ? to_str(*b[0]) : "";
-    std::string out;
-    bool first = true;
-    for (const Value& item : iterate(v)) {
-      if (!first) out += sep;
-      first = false;
-      out += to_str(b[1] && !b[1]->is_none() ? get_path(item, *b[1]) : item);
-      if (out.size() > Limits::kMaxOutput) fail("the joined string is too long");
-    }
-    return Value::string(std::move(out));
-  }
-  if (name == "default" || name == "d") {
-    const Bound b = a.bind(name, {"default_value", "boolean"}, 0);
-    const bool boolean = b[1] && b[1]->truthy();
-    if (v.is_undefined() || (boolean && !v.truthy())) return b[0] ? *b[0] : Value::string("");
-    return v;
-  }
-  if (name == "upper" || name == "lower" || name == "capitalize") {
-    a.bind(name, {}, 0);
-    return Value::string(py_case(to_str(v), name));
-  }
-  if (name == "title") {
-    a.bind(name, {}, 0);
-    return Value::string(jinja_title(to_str(v)));
-  }
-  if (name == "replace") {
-    const Bound b = a.bind("replace", {"old", "new", "count"}, 2);
-    return Value::string(py_replace(to_str(v), to_str(*b[0]), to_str(*b[1]), b[2] && !b[2]->is_none() ? b[2]->as_int() : -1));
-  }
-  if (name == "selectattr" || name == "rejectattr") return select(in, v, a, true, name == "selectattr");
-  if (name == "select" || name == "reject") return select(in, v, a, false, name == "select");
-  if (name == "map") return map_filter(in, v, a);
-  if (name == "list") {
-    a.bind(name, {}, 0);
-    return Value::list(iterate(v));
-  }
-  if (name == "string") {
-    a.bind(name, {}, 0);
-    return Value::string(to_str(v));
-  }
-  if (name == "int") {
-    const Bound b = a.bind("int", {"default", "base"}, 0);
-    return to_int(v, b[0] ? *b[0] : Value::integer(0), b[1] ? b[1]->as_int() : 10);
-  }
-  if (name == "float") {
-    const Bound b = a.bind("float", {"default"}, 0);
-    return to_float(v, b[0] ? *b[0] : Value::number(0.0));
-  }
-  if (name == "abs") {
-    a.bind(name, {}, 0);
-    if (!v.is_number()) fail("bad operand type for abs(): '" + v.type_name() + "'");
-    if (v.is_float()) return Value::number(std::fabs(v.as_float()));
-    if (v.as_int() == INT64_MIN) fail("integer overflow in abs");
-    return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
-  }
-  if (name == "round") {
-    const Bound b = a.bind("round", {"precision", "method"}, 0);
-    const std::int64_t precision = b[0] ? b[0]->as_int() : 0;
-    const std::string method = b[1] ? to_str(*b[1]) : "common";
-    if (method != "common" && method != "ceil" && method != "floor") fail("method must be common, ceil or floor");
-    if (!v.is_number()) fail("type " + v.type_name() + " doesn't define __round__ method");
-    if (method == "common" && !v.is_float()) return Value::integer(v.as_int());
-    const double scale = std::pow(10.0, static_cast<double>(precision));
-    const double x = v.as_float() * scale;
-    double r;
-    if (method == "ceil") r = std::ceil(x);
-    else if (method == "floor") r = std::floor(x);
-    else r = std::nearbyint(x);  // Python rounds half to even
-    return Value::number(r / scale);
-  }
-  if (name == "items") {
-    a.bind(name, {}, 0);
-    if (v.is_undefined()) return Value::list({});
-    if (!v.is_dict()) fail("items(): can only get item pairs from a mapping");
-    List out;
-    for (const auto& [k, item] : v.as_dict()) out.push_back(Value::list({k, item}, true));
-    return Value::list(std::move(out));
-  }
-  if (name == "dictsort") {
-    const Bound b = a.bind("dictsort", {"case_sensitive", "by", "reverse"}, 0);
-    const bool cs = b[0] && b[0]->truthy();
-    const std::string by = b[1] ? to_str(*b[1]) : "key";
-    if (by != "key" && by != "value") fail("You can only sort by either \"key\" or \"value\"");
-    if (!v.is_dict()) fail("dictsort(): expected a mapping");
-    List pairs;
-    for (const auto& [k, item] : v.as_dict()) pairs.push_back(Value::list({k, item}, true));
-    const std::size_t pos = by == "key" ? 0 : 1;
-    return Value::list(sorted(std::move(pairs), b[2] && b[2]->truthy(),
-                              [pos, cs](const Value& p) { return lowered(p.as_list()[pos], cs); }));
-  }
-  if (name == "sort") {
-    const Bound b = a.bind("sort", {"reverse", "case_sensitive", "attribute"}, 0);
-    const bool cs = b[1] && b[1]->truthy();
-    const Value attribute = b[2] ? *b[2] : Value::none();
-    return Value::list(sorted(iterate(v), b[0] && b[0]->truthy(),
-                              [&](const Value& x) { return lowered(get_path(x, attribute), cs); }));
-  }
-  if (name == "unique") {
-    const Bound b = a.bind("unique", {"case_sensitive", "attribute"}, 0);
-    const bool cs = b[0] && b[0]->truthy();
-    const Value attribute = b[1] ? *b[1] : Value::none();
-    List out, seen;
-    for (const Value& item : iterate(v)) {
-      const Value key = lowered(get_path(item, attribute), cs);
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equal(s, key); })) {
-        seen.push_back(key);
-        out.push_back(item);
-      }
-    }
-    return Value::list(std::move(out));
-  }
-  if (name == "min" || name == "max") {
-    const Bound b = a.bind(name, {"case_sensitive", "attribute"}, 0);
-    const bool cs = b[0] && b[0]->truthy();
-    const Value attribute = b[1] ? *b[1] : Value::none();
-    const std::vector<Value> items = iterate(v);
-    if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-    std::size_t best = 0;
-    for (std::size_t i = 1; i < items.size(); ++i) {
-      const int c = order(lowered(get_path(items[i], attribute), cs), lowered(get_path(items[best], attribute), cs));
-      if (name == "min" ? c < 0 : c > 0) best = i;
-    }
-    return items[best];
-  }
-  if (name == "sum") {
-    const Bound b = a.bind("sum", {"attribute", "start"}, 0);
-    Value total = b[1] ? *b[1] : Value::integer(0);
-    const Value attribute = b[0] ? *b[0] : Value::none();
-    for (const Value& item : iterate(v)) total = binary_op("+", total, get_path(item, attribute));
-    return total;
-  }
-  if (name == "reverse") {
-    a.bind(name, {}, 0);
-    if (v.is_string()) {
-      std::u32string u = utf8_decode(v.as_string());
-      std::reverse(u.begin(), u.end());
-      return Value::string(utf8_encode(u));
-    }
-    std::vector<Value> items = iterate(v);
-    std::reverse(items.begin(), items.end());
-    return Value::list(std::move(items));
-  }
-  if (name == "indent") {
-    const Bound b = a.bind("indent", {"width", "first", "blank"}, 0);
-    return Value::string(indent_filter(to_str(v), b[0] ? *b[0] : Value::integer(4), b[1] && b[1]->truthy(),
-                                       b[2] && b[2]->truthy()));
-  }
-  if (name == "safe") {
-    a.bind(name, {}, 0);
-    return Value::string(to_str(v));
-  }
-  if (name == "escape" || name == "e" || name == "forceescape") {
-    a.bind(name, {}, 0);
-    return Value::string(html_escape(to_str(v)));
-  }
-  if (name == "wordcount") {
-    a.bind(name, {}, 0);
-    std::int64_t words = 0;
-    bool in_word = false;
-    for (const char32_t c : utf8_decode(to_str(v))) {
-      const bool w = c == '_' || py_is(utf8_encode(std::u32string(1, c)), "isalnum");
-      if (w && !in_word) ++words;
-      in_word = w;
-    }
-    return Value::integer(words);
-  }
-  if (name == "batch") {
-    const Bound b = a.bind("batch", {"linecount", "fill_with"}, 1);
-    const std::int64_t n = b[0]->as_int();
-    if (n <= 0) fail("batch(): linecount must be positive");
-    List out, tmp;
-    for (const Value& item : iterate(v)) {
-      if (static_cast<std::int64_t>(tmp.size()) == n) {
-        out.push_back(Value::list(std::move(tmp)));
-        tmp.clear();
-      }
-      tmp.push_back(item);
-    }
-    if (!tmp.empty()) {
-      if (b[1] && !b[1]->is_none()) {
-        while (static_cast<std::int64_t>(tmp.size()) < n) tmp.push_back(*b[1]);
-      }
-      out.push_back(Value::list(std::move(tmp)));
-    }
-    return Value::list(std::move(out));
-  }
-  if (name == "attr") {
-    const Bound b = a.bind("attr", {"name"}, 1);
-    return get_attr(v, to_str(*b[0]));
-  }
-  if (name == "center") {
-    const Bound b = a.bind("center", {"width"}, 0);
-    const std::int64_t width = std::min<std::int64_t>(b[0] ? b[0]->as_int() : 80, 1 << 20);
-    const std::string s = to_str(v);
-    const auto len = static_cast<std::int64_t>(utf8_length(s));
-    if (width <= len) return Value::string(s);
-    const std::int64_t pad = width - len, left = pad / 2 + (pad & width & 1);
-    return Value::string(std::string(static_cast<std::size_t>(left), ' ') + s +
-                         std::string(static_cast<std::size_t>(pad - left), ' '));
-  }
-  fail("no filter named '" + name + "'", "ferry's Jinja engine does not know this filter");
+  const auto it = filters().find(name);
+  if (it == filters().end()) fail("no filter named '" + name + "'", "ferry's Jinja engine does not know this filter");
+  return it->second(in, name, v, a);
 }
 
 }  // namespace ferry::text::jinja
