@@ -58,6 +58,10 @@ void AlignDevicesHook::init_hook(nn::Module& module) {
   }
 }
 
+void AlignDevicesHook::will_run_soon(nn::Module&) {
+  if (opts_.offload && opts_.prefetcher) opts_.prefetcher->announce(this);
+}
+
 nn::Args AlignDevicesHook::pre_forward(nn::Module& module, nn::Args args) {
   if (opts_.io_same_device) input_device_ = nn::find_device(args);
   const Device exec = opts_.execution_device.value_or(Device::cpu());

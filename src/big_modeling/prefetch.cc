@@ -80,10 +80,32 @@ void Prefetcher::confirm_order() {
   confirmed_ = true;
 }
 
+void Prefetcher::announce(const void* id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::size_t p = index_of(id);
+    if (p == modules_.size()) return;
+    Module& m = modules_[p];
+    if (!m.announced) m.queued = false;  // a read ahead by position before: that forward may not have run it
+    m.announced = true;
+    seen_.erase(std::remove(seen_.begin(), seen_.end(), id), seen_.end());  // not part of the fixed order
+    if (m.queued || m.names.empty()) return;
+    m.queued = true;
+    // After the other announced jobs, before the look-ahead's: this module runs sooner than the next fixed ones.
+    auto at = std::find_if(queue_.begin(), queue_.end(), [](const Job& j) { return !j.announced; });
+    queue_.insert(at, Job{m.id, m.weights, m.names, true});
+  }
+  wake_.notify_one();
+}
+
 void Prefetcher::will_run(const void* id) {
   bool queued_any = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (const std::size_t p = index_of(id); p < modules_.size() && modules_[p].announced) {
+      modules_[p].queued = false;  // running now; announced again when it is picked again
+      return;
+    }
     if (!confirmed_) {
       if (std::find(seen_.begin(), seen_.end(), id) != seen_.end()) confirm_order();
       else seen_.push_back(id);
@@ -105,10 +127,12 @@ void Prefetcher::will_run(const void* id) {
       return j < n ? j : (i + 1) % n;
     };
     std::size_t j = p;
-    for (int k = 1; k <= depth_; ++k) {
+    for (std::size_t k = 0, steps = 0; k < static_cast<std::size_t>(depth_) && steps < n; ++steps) {
       j = successor(j);
       if (j == p) break;
       Module& m = modules_[j];
+      if (m.announced) continue;  // data-dependent: not a step of the fixed order
+      ++k;
       if (m.queued || m.names.empty()) continue;
       if (m.resident_runs >= kResidentAfter && ++m.skipped < kRecheckEvery) continue;
       m.skipped = 0;

@@ -162,7 +162,9 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t layer_idx, DType dtype) : prefix_(c.class_prefix) {
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, layer_idx, dtype));
-  mlp = register_module("mlp", std::make_shared<LlamaMLP>(c, dtype));
+  mlp = register_module(c.feed_forward_name,
+                        c.feed_forward ? c.feed_forward(layer_idx, dtype) : std::make_shared<LlamaMLP>(c, dtype));
+  if (!mlp) throw Error("the feed-forward builder of layer " + std::to_string(layer_idx) + " returned nothing", prefix_);
   input_layernorm = register_module(
       "input_layernorm", std::make_shared<LlamaRMSNorm>(prefix_ + "RMSNorm", c.hidden_size, c.rms_norm_eps, dtype));
   post_attention_layernorm = register_module(

@@ -36,6 +36,15 @@ void SequentialHook::forward_failed(Module& module) noexcept {
   for (auto it = hooks_.rbegin(); it != hooks_.rend(); ++it) (*it)->forward_failed(module);
 }
 
+void SequentialHook::will_run_soon(Module& module) {
+  for (auto& h : hooks_) h->will_run_soon(module);
+}
+
+void announce_will_run(std::span<Module* const> modules) {
+  for (Module* m : modules)
+    if (m != nullptr && m->hook()) m->hook()->will_run_soon(*m);
+}
+
 std::string SequentialHook::describe() const {
   std::string out = "SequentialHook(";
   for (std::size_t i = 0; i < hooks_.size(); ++i) out += (i ? ", " : "") + hooks_[i]->describe();

@@ -151,6 +151,39 @@ TEST_F(ThreeModules, UnknownAndRemovedModulesAreIgnored) {
   EXPECT_EQ(run(p, &a), (Names{"c.w"}));  // the ring is a, c: two ahead of a is a itself, not read twice
 }
 
+// A mixture-of-experts layer: a, b, c run on every forward; the experts x and y only when the router picks them. The
+// model announces a pick: its weights are read at once, before the look-ahead's; the experts stay out of the order
+// (not read ahead by position, not learnt as successors), whichever forwards they run in.
+TEST_F(ThreeModules, AnnouncedModulesAreReadAtOnceAndStayOutOfTheOrder) {
+  int x = 0, y = 0;
+  Prefetcher p(1);
+  p.add(&a, map, {"a.w"});
+  p.add(&x, map, {"x.w"});  // attached between a and b: the attach-order guess puts them there
+  p.add(&y, map, {"y.w"});
+  p.add(&b, map, {"b.w"});
+  p.add(&c, map, {"c.w"});
+  EXPECT_EQ(run(p, &a), (Names{"x.w"}));  // before any announcement, x is just the next module by position
+  p.announce(&y);
+  p.wait_idle();
+  EXPECT_EQ(map->take(), (Names{"y.w"}));
+  EXPECT_EQ(run(p, &y), (Names{}));  // an announced module running reads nothing ahead and learns nothing
+  EXPECT_EQ(run(p, &b), (Names{"c.w"}));
+  EXPECT_EQ(run(p, &c), (Names{"a.w"}));
+  run(p, &a);  // a again: the order a, b, c is confirmed without y
+  EXPECT_TRUE(p.order_confirmed());
+  p.announce(&x);  // x is data-dependent from now on: read when announced (again: its read by position was stale)
+  p.announce(&x);  // queued already: once
+  EXPECT_EQ(run(p, &x), (Names{"x.w"}));
+  for (int forward = 0; forward < 4; ++forward) {
+    const void* expert = forward % 2 ? static_cast<const void*>(&x) : &y;
+    p.announce(expert);
+    EXPECT_EQ(run(p, expert), (Names{forward % 2 ? "x.w" : "y.w"})) << forward;
+    EXPECT_EQ(run(p, &b), (Names{"c.w"})) << forward;
+    EXPECT_EQ(run(p, &c), (Names{"a.w"})) << forward;
+    EXPECT_EQ(run(p, &a), (Names{"b.w"})) << forward;  // the experts are skipped: b is a's next
+  }
+}
+
 TEST(Prefetcher, DepthMustBePositive) {
   EXPECT_NE(test::error_of([] { Prefetcher p(0); }).find("prefetch depth must be at least 1"), std::string::npos);
   EXPECT_EQ(Prefetcher::create(0, "here"), nullptr);  // an option's 0: synchronous loading
@@ -193,6 +226,17 @@ TEST(PrefetchHooks, HooksRegisterInAttachOrderAndReadTheNextModuleAhead) {
   }
   EXPECT_TRUE(h.prefetcher->order_confirmed());
   EXPECT_TRUE(h.model.linear1->parameter("weight").is_meta());  // still offloaded between calls
+}
+
+// What a model calls for the modules it picks from the data: the hooks pass it to the prefetcher.
+TEST(PrefetchHooks, AnnouncingModulesReadsTheirWeightsThroughTheirHooks) {
+  HookedModel h;
+  nn::Module* picked[] = {h.model.linear2.get(), nullptr};
+  nn::announce_will_run(picked);
+  h.prefetcher->wait_idle();
+  EXPECT_EQ(h.map->take(), (Names{"linear2.weight", "linear2.bias"}));
+  Tensor x = test::random_input({2, 3});
+  EXPECT_TRUE(same_values(h.model(x), h.reference(x)));  // outputs unchanged
 }
 
 TEST(PrefetchHooks, DetachingTheHooksEmptiesThePrefetcher) {

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
 
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
+#include "ferry/models/llama.h"
+#include "ferry/ops.h"
 #include "ferry/nn/init.h"
 #include "support/hf_folder.h"
 
@@ -158,6 +161,33 @@ TEST(SlidingWindowForward, WindowChangesLogitsOnlyBeyondIt) {
   const Tensor b = random_model(full)->logits(ids(kPrompt));
   EXPECT_EQ(test::max_abs_diff(a.slice(0, 3), b.slice(0, 3)), 0.0);
   EXPECT_GT(test::max_abs_diff(a.slice(3, 11), b.slice(3, 11)), 1e-3);
+}
+
+// The decoder layer takes any feed-forward module (LlamaConfig::feed_forward), under the name the family gives it:
+// a dense MLP renamed computes what the default one does; another module is really the one that runs.
+class NoFeedForward : public nn::Module {
+ public:
+  std::string type_name() const override { return "NoFeedForward"; }
+  nn::Value forward(const nn::Args& args) override { return ops::scale(args[0].tensor(), 0.0f); }
+};
+
+TEST(LlamaFeedForward, TheDecoderLayerTakesAnyFeedForwardModule) {
+  const ConfigJson json = ConfigJson::from_json(test::tiny_llama_config());
+  LlamaConfig c = LlamaConfig::from_json(json, kLlamaVariant);
+  nn::manual_seed(42);
+  const Tensor dense = LlamaForCausalLM(c, DType::F32).logits(ids(kPrompt));
+  c.feed_forward_name = "block_sparse_moe";
+  c.feed_forward = [&c](int64_t, DType d) { return std::make_shared<LlamaMLP>(c, d); };
+  nn::manual_seed(42);
+  LlamaForCausalLM renamed(c, DType::F32);
+  EXPECT_EQ(test::max_abs_diff(renamed.logits(ids(kPrompt)), dense), 0.0);
+  std::set<std::string> names;
+  for (const auto& [name, t] : renamed.state_dict()) names.insert(name);
+  EXPECT_TRUE(names.count("model.layers.1.block_sparse_moe.up_proj.weight"));
+  EXPECT_FALSE(names.count("model.layers.1.mlp.up_proj.weight"));
+  c.feed_forward = [](int64_t, DType) { return std::make_shared<NoFeedForward>(); };
+  nn::manual_seed(42);
+  EXPECT_GT(test::max_abs_diff(LlamaForCausalLM(c, DType::F32).logits(ids(kPrompt)), dense), 1e-3);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "ferry/models/auto_model.h"
 #include "ferry/nn/init.h"
@@ -47,6 +48,16 @@ TEST(GgufNames, LlamaCppNamesMapToHuggingFaceNamesBothWays) {
     EXPECT_EQ(gguf_tensor_name(names, bad), std::nullopt) << bad;
   EXPECT_EQ(find_gguf_architecture("gpt2"), nullptr);  // not read by ferry
   EXPECT_FALSE(is_gguf_file(FERRY_SOURCE_DIR "/README.md"));
+}
+
+// A tokenizer.json whose vocabulary goes past config.json's vocab_size cannot be written: the error names the token.
+TEST(GgufExport, AVocabularyBeyondVocabSizeNamesTheToken) {
+  test::TempDir dir;
+  std::ofstream(dir.path() / "tokenizer.json")
+      << R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "zebra": 7}, "merges": []}})";
+  const ConfigJson config = ConfigJson::from_json({{"vocab_size", 4}});
+  const std::string e = test::error_of([&] { gguf_tokenizer_metadata(dir.path(), config); });
+  EXPECT_NE(e.find("token id 7 of \"zebra\" is outside vocab_size 4"), std::string::npos) << e;
 }
 
 class GgufOracle : public ::testing::Test {

@@ -69,6 +69,9 @@ class AlignDevicesHook : public nn::ModelHook {
   nn::Value post_forward(nn::Module& module, nn::Value output) override;
   void detach_hook(nn::Module& module) override;
   void forward_failed(nn::Module& module) noexcept override;
+  /// The model picked this module for the data (a routed expert): its offloaded weights are read now
+  /// (Prefetcher::announce).
+  void will_run_soon(nn::Module& module) override;
   std::string describe() const override;
 
   const AlignDevicesOptions& options() const noexcept { return opts_; }

@@ -18,6 +18,11 @@
 // that stages weights for a GPU would read into pinned buffers and start the copy on a copy stream here, with the
 // same calls. One thread is enough: the reads it issues keep the disk busy.
 //
+// Not every module runs on every forward: a mixture-of-experts layer runs the experts its router picks for the token.
+// The model announces those when it knows them (nn::announce_will_run -> the hook -> announce()): their weights are
+// read at once, ahead of the look-ahead's, and from then on the module counts as data-dependent — it is left out of
+// the order (neither read ahead by position nor learnt from), so the fixed modules around it keep their order.
+//
 // Warm weights cost (almost) nothing: a module whose last two prefetches found every byte already in memory is only
 // looked at one time in eight after that, and checked again as soon as a prefetch has to read. A model whose weights
 // stay in the page cache thus runs as without a prefetcher, and one whose weights are evicted (bigger than RAM) is
@@ -65,6 +70,9 @@ class Prefetcher {
   /// Module `id` is about to run: queue the weights of the next `depth` modules that are not already queued.
   /// Unknown ids are ignored.
   void will_run(const void* id);
+  /// Module `id` will run soon, out of any fixed order (a routed expert): queue its weights now, before the
+  /// look-ahead's, and treat it as data-dependent from now on (see above). Unknown ids are ignored.
+  void announce(const void* id);
 
   /// Blocks until every queued module has been handed to its weights map (tests, benchmarks).
   void wait_idle();
@@ -82,6 +90,7 @@ class Prefetcher {
     std::shared_ptr<const io::WeightsMap> weights;
     std::vector<std::string> names;
     bool queued = false;     // handed to the thread since this module last ran
+    bool announced = false;  // data-dependent: read when announced, never by position in the order
     int resident_runs = 0;   // consecutive prefetches that found every byte in memory
     int skipped = 0;         // lookups passed over since the last prefetch (while resident)
   };
@@ -89,6 +98,7 @@ class Prefetcher {
     const void* id;
     std::shared_ptr<const io::WeightsMap> weights;
     std::vector<std::string> names;
+    bool announced = false;  // goes before the look-ahead's jobs
   };
   static constexpr int kResidentAfter = 2;  // prefetches reading nothing before a module counts as resident
   static constexpr int kRecheckEvery = 8;   // a resident module is still prefetched at one lookup in this many

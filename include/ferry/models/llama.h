@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,11 @@ struct LlamaConfig {
   /// Per layer: 0 = full causal attention, W > 0 = only the last W keys (Mistral's sliding_window; Qwen2's
   /// layer_types / use_sliding_window + max_window_layers).
   std::vector<int64_t> sliding_window;
+  /// Builds layer `layer_idx`'s feed-forward part, registered under `feed_forward_name`; unset: a LlamaMLP under
+  /// "mlp". A variant's read_own_keys sets it for a mixture of experts (Mixtral's "block_sparse_moe"). The module
+  /// takes the normed hidden states [T, C] and returns [T, C].
+  std::function<std::shared_ptr<nn::Module>(int64_t layer_idx, DType dtype)> feed_forward;
+  std::string feed_forward_name = "mlp";
 
   /// Reads a config of the family member `variant`.
   static LlamaConfig from_json(const ConfigJson& json, const LlamaVariant& variant);
@@ -120,7 +126,8 @@ class LlamaAttention : public nn::Module {
   ops::RopeLayout rope_layout_;
 };
 
-/// Pre-norm block: h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)).
+/// Pre-norm block: h = x + self_attn(input_layernorm(x)); out = h + mlp(post_attention_layernorm(h)), where mlp is
+/// any feed-forward module (LlamaConfig::feed_forward: a dense MLP, or a mixture of experts).
 class LlamaDecoderLayer : public nn::Module {
  public:
   LlamaDecoderLayer(const LlamaConfig& config, int64_t layer_idx, DType dtype);
@@ -129,7 +136,7 @@ class LlamaDecoderLayer : public nn::Module {
   using nn::Module::operator();
 
   std::shared_ptr<LlamaAttention> self_attn;
-  std::shared_ptr<LlamaMLP> mlp;
+  std::shared_ptr<nn::Module> mlp;  // registered under LlamaConfig::feed_forward_name
   std::shared_ptr<LlamaRMSNorm> input_layernorm, post_attention_layernorm;
 
  private:

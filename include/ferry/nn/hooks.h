@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ class ModelHook {
   /// idempotent. Must not throw.
   virtual void forward_failed(Module& module) noexcept { (void)module; }
 
+  /// ferry only: the model knows the module will run soon, though not in a fixed order (the experts a mixture-of-
+  /// experts router picked for this token). A hook that fetches weights ahead starts on this module's now.
+  virtual void will_run_soon(Module& module) { (void)module; }
+
   /// For messages and debugging ("AlignDevicesHook(execution_device=cuda:0, offload=true)").
   virtual std::string describe() const { return "ModelHook"; }
 };
@@ -62,6 +67,7 @@ class SequentialHook : public ModelHook {
   Value post_forward(Module& module, Value output) override;
   void detach_hook(Module& module) override;
   void forward_failed(Module& module) noexcept override;
+  void will_run_soon(Module& module) override;
   std::string describe() const override;
 
   const std::vector<std::shared_ptr<ModelHook>>& hooks() const noexcept { return hooks_; }
@@ -83,6 +89,11 @@ void add_hook_to_module(Module& module, std::shared_ptr<ModelHook> hook, bool ap
 /// `.to` wrapper), restoring the plain forward. With recurse, does the same for every descendant.
 /// Accelerate: remove_hook_from_module
 void remove_hook_from_module(Module& module, bool recurse = false);
+
+/// Tells the hooks of `modules` (in the order they will run) that they run soon: what a model calls for modules it
+/// picks from the data (the experts a router chose), so offloaded weights are fetched ahead though no fixed order
+/// predicts them. Modules without a hook are skipped.
+void announce_will_run(std::span<Module* const> modules);
 
 /// remove_hook_from_module(child, recurse=true) for every direct child; the module's own hook stays.
 /// Accelerate: remove_hook_from_submodules
