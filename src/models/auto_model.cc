@@ -146,8 +146,9 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
     const std::string file_path = std::filesystem::absolute(path).string();
     const bool tied = config.get_bool("tie_word_embeddings", false);
     const Architecture& arch = architecture_for(config);
+    const GgufTensorNames& gguf_names = *gguf_architecture(file).tensors;
     for (const auto& info : file.tensors()) {
-      const auto hf = hf_tensor_name(*gguf_architecture(file).tensors, info.name);
+      const auto hf = hf_tensor_name(gguf_names, info.name);
       if (!hf) continue;
       std::vector<std::string> names{*hf};
       for (const TiedKey& t : arch.tied_keys)  // a tied head is the embedding: the same bytes of the file
@@ -317,7 +318,6 @@ std::shared_ptr<Seq2SeqLM> AutoModelForSeq2SeqLM::from_pretrained(const std::fil
 }
 
 std::shared_ptr<LanguageModel> language_model_from_config(const ConfigJson& config, DType dtype) {
-  if (is_seq2seq_config(config)) return AutoModelForSeq2SeqLM::from_config(config, dtype);
   return build(architecture_for(config), config, dtype);
 }
 

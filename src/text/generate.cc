@@ -35,10 +35,6 @@ Tensor ids_tensor(const std::vector<int64_t>& ids) {
 
 }  // namespace
 
-void check_prompt(const models::LanguageModel& model, std::span<const TokenId> prompt_ids) {
-  model.check_prompt(ids64(prompt_ids));
-}
-
 int64_t sequence_max_length(const models::LanguageModel& model, std::span<const TokenId> prompt_ids,
                             const GenerateOptions& options) {
   const std::vector<int64_t> prompt = ids64(prompt_ids);

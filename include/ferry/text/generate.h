@@ -63,18 +63,14 @@ inline constexpr TokenId kEndOfText = -1;
 /// Token ids as the [n] int64 tensor CausalLM::logits takes.
 Tensor token_ids_tensor(std::span<const TokenId> ids);
 
-/// Throws ferry::Error for an empty prompt, an id outside the model's vocabulary, or — decoder-only — a prompt that
-/// fills the context (no room for one generated token). LanguageModel::check_prompt for text token ids.
-void check_prompt(const models::LanguageModel& model, std::span<const TokenId> prompt_ids);
-
-/// Checks `prompt_ids` as check_prompt does, and that they leave room under options.stop.max_length; returns the most
+/// Checks `prompt_ids` as LanguageModel::check_prompt does, and that they leave room under options.stop.max_length; returns the most
 /// tokens the sequence may reach: LanguageModel::max_length, capped by stop.max_length. generate() and
 /// BatchGenerator both size a sequence with it.
 int64_t sequence_max_length(const models::LanguageModel& model, std::span<const TokenId> prompt_ids,
                             const GenerateOptions& options);
 
 /// Generates from token ids with any language model. `tokenizer` may be null: then no text is produced (ids only)
-/// and stop strings cannot match. Throws ferry::Error for a prompt check_prompt() refuses.
+/// and stop strings cannot match. Throws ferry::Error for a prompt sequence_max_length() refuses.
 /// Decoder-only: the prompt is prefilled in one forward, then one token per forward with the KV cache; generation
 /// stops at the context (max_position_embeddings) with StopReason::MaxLength, as transformers' max_length does.
 /// Encoder-decoder (T5): the encoder runs once over the prompt, then the decoder starts from
