@@ -290,7 +290,8 @@ GgufTokenizerMetadata gguf_tokenizer_metadata(const std::filesystem::path& folde
     const int64_t id = it.value().get<int64_t>();
     if (id < 0 || id >= vocab_size)
       throw Error("token id " + std::to_string(id) + " of \"" + it.key() + "\" is outside vocab_size " +
-                      std::to_string(vocab_size), path.string(), "are config.json and tokenizer.json from one model?");
+                      std::to_string(vocab_size),
+                  path.string(), "are config.json and tokenizer.json from one model?");
     tokens[static_cast<std::size_t>(id)] = it.key(), types[static_cast<std::size_t>(id)] = kNormal;
   }
   if (tok.contains("added_tokens"))

@@ -164,7 +164,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t layer_idx, DT
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(c, layer_idx, dtype));
   mlp = register_module(c.feed_forward_name,
                         c.feed_forward ? c.feed_forward(layer_idx, dtype) : std::make_shared<LlamaMLP>(c, dtype));
-  if (!mlp) throw Error("the feed-forward builder of layer " + std::to_string(layer_idx) + " returned nothing", prefix_);
+  if (!mlp)
+    throw Error("the feed-forward builder of layer " + std::to_string(layer_idx) + " returned nothing", prefix_);
   input_layernorm = register_module(
       "input_layernorm", std::make_shared<LlamaRMSNorm>(prefix_ + "RMSNorm", c.hidden_size, c.rms_norm_eps, dtype));
   post_attention_layernorm = register_module(

@@ -10,8 +10,8 @@
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/llama.h"
-#include "ferry/ops.h"
 #include "ferry/nn/init.h"
+#include "ferry/ops.h"
 #include "support/hf_folder.h"
 
 namespace ferry::models {

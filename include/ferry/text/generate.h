@@ -63,8 +63,8 @@ inline constexpr TokenId kEndOfText = -1;
 /// Token ids as the [n] int64 tensor CausalLM::logits takes.
 Tensor token_ids_tensor(std::span<const TokenId> ids);
 
-/// Checks `prompt_ids` as LanguageModel::check_prompt does, and that they leave room under options.stop.max_length; returns the most
-/// tokens the sequence may reach: LanguageModel::max_length, capped by stop.max_length. generate() and
+/// Checks `prompt_ids` as LanguageModel::check_prompt does, and that they leave room under options.stop.max_length;
+/// returns the most tokens the sequence may reach: LanguageModel::max_length, capped by stop.max_length. generate() and
 /// BatchGenerator both size a sequence with it.
 int64_t sequence_max_length(const models::LanguageModel& model, std::span<const TokenId> prompt_ids,
                             const GenerateOptions& options);
