@@ -169,68 +169,73 @@ std::string Server::render_metrics_text() const {
   return render_metrics(engine_.stats(), h);
 }
 
-namespace {
-
 // A completion request the engine accepted: what is left of Server::prepare's result once it is submitted.
-struct Submitted {
+struct Server::Submitted {
   CompletionRequest request;
   int64_t prompt_tokens = 0;
   std::shared_ptr<RequestStream> stream;
 };
 
-// What the route handlers below use of their Server. They are file-local functions rather than members, so routes()
-// hands them the members by reference and the private member functions as callbacks; the Server owns the
-// httplib::Server, so every reference outlives every handler.
-struct ServerParts {
-  Engine& engine;
-  const ServerOptions& options;
-  std::atomic<int64_t>& active;   // requests being answered, for Server::active_requests()
-  std::atomic<uint64_t>& serial;  // numbers the response ids
-  std::mutex& stats_mutex;        // guards http_stats
-  HttpStats& http_stats;
-  // Server::count, Server::render_metrics_text, and Server::prepare followed by Engine::submit.
-  std::function<void(const std::string& path, int status)> count;
-  std::function<std::string()> metrics_text;
-  std::function<Submitted(const std::string& body, Endpoint endpoint)> submit;
+// A streamed completion between two calls of its content provider.
+struct Server::StreamState {
+  std::shared_ptr<RequestStream> stream;
+  ResponseHeader header;
+  bool include_usage = false, role_sent = false, first_text = true;
+  Clock::time_point arrived, deadline;
+  Usage usage;
 };
 
+Server::Submitted Server::submit(const std::string& body, Endpoint endpoint) {
+  Prepared p = prepare(body, endpoint);
+  std::shared_ptr<RequestStream> stream = engine_.submit(p.ids, p.options);
+  return Submitted{std::move(p.request), static_cast<int64_t>(p.ids.size()), std::move(stream)};
+}
+
+void Server::routes() {
+  configure_connections();
+  add_error_handlers();
+  add_health_routes();
+  add_model_routes();
+  add_completion_routes();
+}
+
 // Worker threads, keep-alive and the listening socket (server.h says why connections close by default).
-void configure_connections(httplib::Server& s, const ServerParts& parts, int& listen_socket) {
-  const ServerOptions& options = parts.options;
-  s.set_payload_max_length(options.max_body_bytes);
+void Server::configure_connections() {
+  httplib::Server& s = *http_;
+  s.set_payload_max_length(options_.max_body_bytes);
   s.set_tcp_nodelay(true);
-  const int threads = options.threads > 0 ? options.threads : static_cast<int>(parts.engine.max_requests() + 8);
+  const int threads = options_.threads > 0 ? options_.threads : static_cast<int>(engine_.max_requests() + 8);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-  if (options.keep_alive_seconds > 0) {
-    s.set_keep_alive_timeout(options.keep_alive_seconds);
+  if (options_.keep_alive_seconds > 0) {
+    s.set_keep_alive_timeout(options_.keep_alive_seconds);
     s.set_keep_alive_max_count(1000);
   } else {
     s.set_keep_alive_max_count(1);  // the first response closes the connection ("Connection: close")
   }
-  s.set_socket_options([&listen_socket](socket_t sock) {
+  s.set_socket_options([this](socket_t sock) {
     const int yes = 1;  // rebind at once after a restart (TIME_WAIT), but never share a port (no SO_REUSEPORT)
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_socket = sock;
+    listen_socket_ = sock;
   });
 }
 
 // The answers no route gives: a wrong API key, httplib's own errors (no route, body too large) and exceptions a
 // handler let through, all as OpenAI-shaped JSON errors.
-void add_error_handlers(httplib::Server& s, const ServerParts& parts) {
-  s.set_pre_routing_handler([parts](const httplib::Request& req, httplib::Response& res) {
-    const ServerOptions& options = parts.options;
-    if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
+void Server::add_error_handlers() {
+  httplib::Server& s = *http_;
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + options_.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, ApiError(401, "Incorrect API key provided: pass the server's --api-key as 'Authorization: Bearer KEY'",
                              "invalid_request_error", {}, "invalid_api_key"));
-    parts.count(req.path, 401);
+    count(req.path, 401);
     return httplib::Server::HandlerResponse::Handled;
   });
-  s.set_error_handler([parts](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413) {
-      const std::string limit = std::to_string(parts.options.max_body_bytes);
+      const std::string limit = std::to_string(options_.max_body_bytes);
       send_error(res, ApiError(413, "the request body is over the limit of " + limit + " bytes",
                                "invalid_request_error", {}, "request_too_large"));
     } else if (res.status == 404) {
@@ -238,7 +243,7 @@ void add_error_handlers(httplib::Server& s, const ServerParts& parts) {
     } else {
       send_error(res, ApiError(res.status, "HTTP error " + std::to_string(res.status), "invalid_request_error"));
     }
-    parts.count(req.path, res.status);
+    count(req.path, res.status);
   });
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
@@ -253,88 +258,134 @@ void add_error_handlers(httplib::Server& s, const ServerParts& parts) {
 }
 
 // GET /health and /metrics.
-void add_health_routes(httplib::Server& s, const ServerParts& parts) {
-  s.Get("/health", [parts](const httplib::Request&, httplib::Response& res) {
-    if (parts.engine.draining()) {
+void Server::add_health_routes() {
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (engine_.draining()) {
       send_json(res, 503, {{"status", "shutting down"}});
     } else {
-      const EngineStats st = parts.engine.stats();
+      const EngineStats st = engine_.stats();
       send_json(res, 200, {{"status", "ok"}, {"running", st.running}, {"waiting", st.waiting}});
     }
   });
-  s.Get("/metrics", [parts](const httplib::Request&, httplib::Response& res) {
-    res.set_content(parts.metrics_text(), "text/plain; version=0.0.4");
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(render_metrics_text(), "text/plain; version=0.0.4");
   });
 }
 
 // GET /v1/models and /v1/models/{id}.
-void add_model_routes(httplib::Server& s, const ServerParts& parts) {
+void Server::add_model_routes() {
   const int64_t started = static_cast<int64_t>(std::time(nullptr));
-  auto model_object = [&options = parts.options, started] {
-    json model{{"id", options.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "ferry"}};
-    if (!options.model_details.is_null()) model["ferry"] = options.model_details;
+  auto model_object = [this, started] {
+    json model{{"id", options_.model_id}, {"object", "model"}, {"created", started}, {"owned_by", "ferry"}};
+    if (!options_.model_details.is_null()) model["ferry"] = options_.model_details;
     return model;
   };
-  s.Get("/v1/models", [parts, model_object](const httplib::Request& req, httplib::Response& res) {
+  http_->Get("/v1/models", [this, model_object](const httplib::Request& req, httplib::Response& res) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({model_object()})}});
-    parts.count(req.path, 200);
+    count(req.path, 200);
   });
-  s.Get(R"(/v1/models/(.+))", [parts, model_object](const httplib::Request& req, httplib::Response& res) {
+  http_->Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
-    if (id != parts.options.model_id) {
+    if (id != options_.model_id) {
       send_error(res, ApiError(404, "The model '" + id + "' does not exist", "invalid_request_error", "model",
                                "model_not_found"));
-      parts.count("/v1/models/{id}", 404);
+      count("/v1/models/{id}", 404);
       return;
     }
     send_json(res, 200, model_object());
-    parts.count("/v1/models/{id}", 200);
+    count("/v1/models/{id}", 200);
   });
 }
 
+// POST /v1/chat/completions and /v1/completions.
+void Server::add_completion_routes() {
+  for (Endpoint endpoint : {Endpoint::ChatCompletions, Endpoint::Completions}) {
+    const std::string path = endpoint_path(endpoint);
+    http_->Post(path, [this, endpoint, path](const httplib::Request& req, httplib::Response& res) {
+      const auto arrived = Clock::now();
+      Submitted sub;
+      try {
+        sub = submit(req.body, endpoint);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+        count(path, e.status());
+        return;
+      } catch (const Error& e) {
+        send_error(res, bad_request(e.what()));
+        count(path, 400);
+        return;
+      }
+      ResponseHeader h{response_id(endpoint, serial_.fetch_add(1) + 1), static_cast<int64_t>(std::time(nullptr)),
+                       options_.model_id, endpoint};
+      const auto deadline = arrived + options_.request_timeout;
+      const Usage usage_prompt{sub.prompt_tokens, 0};
+      if (sub.request.stream) {
+        answer_streamed(path, sub, h, arrived, deadline, usage_prompt, res);
+      } else {
+        answer_whole(path, sub, h, deadline, usage_prompt, res);
+      }
+    });
+  }
+}
+
 // An unstreamed completion: waits for the whole sequence (or the deadline) and answers with one JSON body.
-void answer_whole(const ServerParts& parts, const std::string& path, const Submitted& sub, const ResponseHeader& h,
-                  Clock::time_point deadline, const Usage& usage_prompt, httplib::Response& res) {
+void Server::answer_whole(const std::string& path, const Submitted& sub, const ResponseHeader& h,
+                          Clock::time_point deadline, const Usage& usage_prompt, httplib::Response& res) {
   RequestStream& stream = *sub.stream;
-  ++parts.active;
+  ++active_;
   struct Done {
     std::atomic<int64_t>& n;
     ~Done() { --n; }
-  } done{parts.active};
+  } done{active_};
   if (!stream.wait_finished(deadline)) {
     stream.cancel();
     send_error(res, timeout_error());
-    parts.count(path, 504);
+    count(path, 504);
     return;
   }
   const text::SequenceResult& r = stream.result();
   if (!r.ok()) {
     const int status = stream.server_failed() ? 500 : 400;
     send_error(res, ApiError(status, r.error, status == 500 ? "server_error" : "invalid_request_error"));
-    parts.count(path, status);
+    count(path, status);
     return;
   }
   Usage u = usage_prompt;
   u.completion_tokens = static_cast<int64_t>(r.result.generated_ids.size());
   json logprobs = nullptr;
   if (sub.request.logprobs)
-    logprobs = logprobs_json(h.endpoint, parts.engine.tokenizer(), r.result.generated_ids, r.result.step_logits,
+    logprobs = logprobs_json(h.endpoint, engine_.tokenizer(), r.result.generated_ids, r.result.step_logits,
                              sub.request.top_logprobs);
   send_json(res, 200, full_response(h, r.result.text, r.result.stop_reason, u, logprobs));
-  parts.count(path, 200);
+  count(path, 200);
 }
 
-// A streamed completion between two calls of its content provider.
-struct StreamState {
-  std::shared_ptr<RequestStream> stream;
-  ResponseHeader header;
-  bool include_usage = false, role_sent = false, first_text = true;
-  Clock::time_point arrived, deadline;
-  Usage usage;
-};
+// A streamed completion: server-sent events from a content provider that runs on this connection's thread until the
+// stream ends or the client goes.
+void Server::answer_streamed(const std::string& path, const Submitted& sub, const ResponseHeader& h,
+                             Clock::time_point arrived, Clock::time_point deadline, const Usage& usage_prompt,
+                             httplib::Response& res) {
+  auto st = std::make_shared<StreamState>();
+  st->stream = sub.stream;
+  st->header = h;
+  st->include_usage = sub.request.include_usage;
+  st->arrived = arrived;
+  st->deadline = deadline;
+  st->usage = usage_prompt;
+  ++active_;
+  count(path, 200);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, st](std::size_t, httplib::DataSink& sink) { return write_next_event(*st, sink); },
+      [this, st](bool success) {
+        if (!success) st->stream->cancel();  // disconnected (or the server stopped) before the end
+        --active_;
+      });
+}
 
 // One call of a streamed completion's content provider: writes the next event(s). False: the client is gone.
-bool write_next_event(const ServerParts& parts, StreamState& st, httplib::DataSink& sink) {
+bool Server::write_next_event(StreamState& st, httplib::DataSink& sink) {
   auto write = [&](std::string_view s) { return sink.write(s.data(), s.size()); };
   auto end = [&](const std::string& last) {
     write(last);
@@ -353,10 +404,10 @@ bool write_next_event(const ServerParts& parts, StreamState& st, httplib::DataSi
     case RequestStream::Wait::Text: {
       if (st.first_text) {
         st.first_text = false;
-        std::lock_guard lock(parts.stats_mutex);
-        parts.http_stats.ttft_seconds_sum +=
+        std::lock_guard lock(stats_mutex_);
+        http_stats_.ttft_seconds_sum +=
             std::chrono::duration<double>(st.stream->first_token_time() - st.arrived).count();
-        ++parts.http_stats.ttft_count;
+        ++http_stats_.ttft_count;
       }
       return write(sse_event(text_chunk(st.header, text, false)));  // false: the client is gone
     }
@@ -381,89 +432,6 @@ bool write_next_event(const ServerParts& parts, StreamState& st, httplib::DataSi
     last += sse_event(usage_chunk(st.header, u));
   }
   return end(last);
-}
-
-// A streamed completion: server-sent events from a content provider that runs on this connection's thread until the
-// stream ends or the client goes.
-void answer_streamed(const ServerParts& parts, const std::string& path, const Submitted& sub, const ResponseHeader& h,
-                     Clock::time_point arrived, Clock::time_point deadline, const Usage& usage_prompt,
-                     httplib::Response& res) {
-  auto st = std::make_shared<StreamState>();
-  st->stream = sub.stream;
-  st->header = h;
-  st->include_usage = sub.request.include_usage;
-  st->arrived = arrived;
-  st->deadline = deadline;
-  st->usage = usage_prompt;
-  ++parts.active;
-  parts.count(path, 200);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [parts, st](std::size_t, httplib::DataSink& sink) { return write_next_event(parts, *st, sink); },
-      [parts, st](bool success) {
-        if (!success) st->stream->cancel();  // disconnected (or the server stopped) before the end
-        --parts.active;
-      });
-}
-
-// POST /v1/chat/completions and /v1/completions.
-void add_completion_routes(httplib::Server& s, const ServerParts& parts) {
-  for (Endpoint endpoint : {Endpoint::ChatCompletions, Endpoint::Completions}) {
-    const std::string path = endpoint_path(endpoint);
-    s.Post(path, [parts, endpoint, path](const httplib::Request& req, httplib::Response& res) {
-      const auto arrived = Clock::now();
-      Submitted sub;
-      try {
-        sub = parts.submit(req.body, endpoint);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-        parts.count(path, e.status());
-        return;
-      } catch (const Error& e) {
-        send_error(res, bad_request(e.what()));
-        parts.count(path, 400);
-        return;
-      }
-      ResponseHeader h{response_id(endpoint, parts.serial.fetch_add(1) + 1), static_cast<int64_t>(std::time(nullptr)),
-                       parts.options.model_id, endpoint};
-      const auto deadline = arrived + parts.options.request_timeout;
-      const Usage usage_prompt{sub.prompt_tokens, 0};
-      if (sub.request.stream) {
-        answer_streamed(parts, path, sub, h, arrived, deadline, usage_prompt, res);
-      } else {
-        answer_whole(parts, path, sub, h, deadline, usage_prompt, res);
-      }
-    });
-  }
-}
-
-}  // namespace
-
-void Server::routes() {
-  const ServerParts parts{
-      .engine = engine_,
-      .options = options_,
-      .active = active_,
-      .serial = serial_,
-      .stats_mutex = stats_mutex_,
-      .http_stats = http_stats_,
-      .count = [this](const std::string& path, int status) { count(path, status); },
-      .metrics_text = [this] { return render_metrics_text(); },
-      .submit =
-          [this](const std::string& body, Endpoint endpoint) {
-            Prepared p = prepare(body, endpoint);
-            std::shared_ptr<RequestStream> stream = engine_.submit(p.ids, p.options);
-            return Submitted{std::move(p.request), static_cast<int64_t>(p.ids.size()), std::move(stream)};
-          },
-  };
-  httplib::Server& s = *http_;
-  configure_connections(s, parts, listen_socket_);
-  add_error_handlers(s, parts);
-  add_health_routes(s, parts);
-  add_model_routes(s, parts);
-  add_completion_routes(s, parts);
 }
 
 int Server::bind() {

@@ -31,9 +31,12 @@
 #include "serve/engine.h"
 #include "serve/metrics.h"
 #include "serve/openai_request.h"
+#include "serve/openai_response.h"
 
 namespace httplib {
 class Server;
+class DataSink;
+struct Response;
 }
 
 namespace ferry::serve {
@@ -82,11 +85,29 @@ class Server {
   int64_t active_requests() const noexcept { return active_.load(); }
 
  private:
-  struct Prepared;
-  void routes();
+  using Clock = std::chrono::steady_clock;
+  struct Prepared;     // a parsed, tokenized request, ready for the engine
+  struct Submitted;    // a request the engine accepted
+  struct StreamState;  // a streamed completion between two calls of its content provider
+
   Prepared prepare(const std::string& body, Endpoint endpoint) const;
+  Submitted submit(const std::string& body, Endpoint endpoint);  // prepare, then Engine::submit
   std::string render_metrics_text() const;
   void count(const std::string& endpoint, int status);
+
+  // The routes, set up by the constructor: connections, error answers, /health + /metrics, /v1/models, completions.
+  void routes();
+  void configure_connections();
+  void add_error_handlers();
+  void add_health_routes();
+  void add_model_routes();
+  void add_completion_routes();
+  void answer_whole(const std::string& path, const Submitted& sub, const ResponseHeader& h, Clock::time_point deadline,
+                    const Usage& usage_prompt, httplib::Response& res);
+  void answer_streamed(const std::string& path, const Submitted& sub, const ResponseHeader& h,
+                       Clock::time_point arrived, Clock::time_point deadline, const Usage& usage_prompt,
+                       httplib::Response& res);
+  bool write_next_event(StreamState& st, httplib::DataSink& sink);
 
   Engine& engine_;
   ChatRenderer chat_;
