@@ -26,7 +26,7 @@ struct ChatFlags {
 void run_chat(ChatFlags& f) {
   f.gen.model.apply();
   const text::Tokenizer tok = text::load_tokenizer(f.gen.model.model);
-  std::optional<text::ChatTemplate> chat = text::load_chat_template(f.gen.model.model, f.chat_template);
+  std::optional<text::ChatTemplate> chat = text::load_chat_template(f.gen.model.model, f.chat_template, &tok);
   if (!chat) throw Error(no_chat_template_message(f.gen.model.model), "chat");
   LoadedModel lm = load_for_run(f.gen.model, stderr);
   if (lm.model->model_info().is_encoder_decoder)

@@ -58,16 +58,10 @@ void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size
   if (const std::string line = h2d_line(h2d); !line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
 }
 
-nlohmann::json result_json(const GenerateFlags& f, const LoadedModel& lm, const text::GenerateResult& r,
+nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat, const text::GenerateResult& r,
                            const H2dTraffic& h2d) {
   nlohmann::json j;
-  std::optional<text::ChatTemplate> chat;
-  try {
-    chat = text::load_chat_template(f.model.model, f.chat_template);
-  } catch (const Error&) {
-    // A template that does not parse is reported by the commands that render one; here it is simply absent.
-  }
-  j["model"] = loaded_model_json(lm, chat ? &*chat : nullptr);
+  j["model"] = loaded_model_json(lm, chat);
   j["prompt_ids"] = r.prompt_ids;
   j["generated_ids"] = r.generated_ids;
   j["text"] = r.text;
@@ -89,8 +83,10 @@ nlohmann::json result_json(const GenerateFlags& f, const LoadedModel& lm, const 
   return j;
 }
 
+// chat: the model's chat template, for --json (null: none); chat_ids: the --chat prompt, rendered.
 void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
-              const std::string& prompt, const std::vector<text::TokenId>* chat_ids = nullptr) {
+              const text::ChatTemplate* chat, const std::string& prompt,
+              const std::vector<text::TokenId>* chat_ids = nullptr) {
   text::GenerateOptions o = generate_options(f, lm);
   auto stream = [&](std::string_view piece, text::TokenId) {
     if (!f.json) {
@@ -120,7 +116,7 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
   const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
   const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, r.timings.prefill_seconds + r.timings.decode_seconds);
   if (f.json) {
-    std::printf("%s\n", result_json(f, lm, r, h2d).dump().c_str());
+    std::printf("%s\n", result_json(lm, chat, r, h2d).dump().c_str());
   } else {
     print_stats(lm, r, forwards, read_bytes_before, h2d);
   }
@@ -186,18 +182,26 @@ void add_generate_command(CLI::App& app) {
       tok = text::load_tokenizer(f->model.model);
     }
     std::vector<text::TokenId> chat_ids;
+    std::optional<text::ChatTemplate> chat;  // read once: --chat renders it, --json reports it
     if (!f->chat.empty()) {  // before loading: a model without a template fails fast
       if (!tok) throw Error("--chat needs the model's tokenizer", f->model.model, "use --prompt-ids");
-      std::optional<text::ChatTemplate> chat = text::load_chat_template(f->model.model, f->chat_template);
+      chat = text::load_chat_template(f->model.model, f->chat_template, &*tok);
       if (!chat) throw Error(no_chat_template_message(f->model.model), "generate --chat");
       nlohmann::json messages = nlohmann::json::array();
       if (!f->system.empty()) messages.push_back({{"role", "system"}, {"content", f->system}});
       messages.push_back({{"role", "user"}, {"content", f->chat}});
       chat_ids = chat_prompt_ids(*chat, *tok, messages);
+    } else if (f->json) {
+      try {
+        chat = text::load_chat_template(f->model.model, f->chat_template, tok ? &*tok : nullptr);
+      } catch (const Error&) {
+        // A template that does not parse is reported by the commands that render one; here it is simply absent.
+      }
     }
+    const text::ChatTemplate* chat_template = chat ? &*chat : nullptr;
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
     if (!chat_ids.empty()) {
-      run_once(*f, lm, tok, "", &chat_ids);
+      run_once(*f, lm, tok, chat_template, "", &chat_ids);
       return;
     }
     if (!f->input.empty()) {
@@ -205,7 +209,7 @@ void add_generate_command(CLI::App& app) {
       return;
     }
     if (!f->interactive) {
-      run_once(*f, lm, tok, f->prompt);
+      run_once(*f, lm, tok, chat_template, f->prompt);
       return;
     }
     std::string line;
@@ -213,7 +217,7 @@ void add_generate_command(CLI::App& app) {
       if (stdout_is_tty()) std::fprintf(stderr, "\n> ");
       if (!std::getline(std::cin, line)) break;
       if (line.empty()) continue;
-      run_once(*f, lm, tok, line);
+      run_once(*f, lm, tok, chat_template, line);
       std::printf("\n");
     }
   });

@@ -86,7 +86,7 @@ void add_inspect_command(CLI::App& app) {
                 i.block_class.c_str());
     std::printf("parameters     %lld (%.2f B)\n", static_cast<long long>(s.parameter_count), s.parameter_count / 1e9);
     std::printf("layers         %lld, hidden %lld, heads %lld (kv %lld), head_dim %lld, vocab %lld\n",
-                static_cast<long long>(i.num_hidden_layers), static_cast<long long>(i.hidden_size),
+                static_cast<long long>(s.num_layers), static_cast<long long>(i.hidden_size),
                 static_cast<long long>(i.num_attention_heads), static_cast<long long>(i.num_key_value_heads),
                 static_cast<long long>(i.head_dim), static_cast<long long>(i.vocab_size));
     std::printf("config dtype   %s\n", s.config_dtype ? std::string(dtype_name(*s.config_dtype)).c_str() : "(none)");

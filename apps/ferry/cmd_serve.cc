@@ -81,7 +81,8 @@ void run_serve(const ServeFlags& f) {
       std::fprintf(stderr, "warning: %s\n  only token-id prompts will be served\n", e.what());
     }
   }
-  std::optional<text::ChatTemplate> chat = text::load_chat_template(f.model.model, f.chat_template);
+  std::optional<text::ChatTemplate> chat = text::load_chat_template(f.model.model, f.chat_template,
+                                                                    tok ? &*tok : nullptr);
   if (!chat) std::fprintf(stderr, "note: %s\n  /v1/chat/completions will answer 400; /v1/completions works\n",
                           no_chat_template_message(f.model.model).c_str());
 

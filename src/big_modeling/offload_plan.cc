@@ -120,22 +120,43 @@ OffloadPlan plan_with_offload_io(const nn::Module& model, DeviceMapMode mode, co
   }
   out.choice = resolve_offload_io(model, out.device_map, requested, prefetch);
   if (out.choice.io != OffloadIo::Direct || out.choice.staging_bytes == 0) return out;
-  PlanOptions with_pool = out.options;
-  with_pool.reservations.push_back(
-      {Device::cpu(), static_cast<int64_t>(out.choice.staging_bytes), "staging pool (direct disk reads)"});
-  try {
-    out.device_map = plan_device_map(model, mode, with_pool);
-  } catch (const Error&) {
-    if (requested == OffloadIo::Direct) throw;
-    log_info("the cpu budget cannot also hold a {} staging pool; disk weights are read through the page cache",
-             format_bytes(static_cast<int64_t>(out.choice.staging_bytes)));
-    out.choice = OffloadIoChoice{};
-    return out;
+  // Reserving the pool leaves less cpu, so more may go to disk and the pool for the new map may be larger: plan again
+  // with the larger reservation until the reserved pool holds what the map needs (the pool only grows, up to the
+  // whole disk part, so this ends; in practice after one or two rounds). When the larger pool does not fit, the last
+  // plan that did stays, with the pool it reserved: a pool under prefetch + 2 loads reads less far ahead, nothing
+  // else changes.
+  const PlanOptions before_pool = out.options;
+  std::size_t reserved = out.choice.staging_bytes;
+  bool planned = false;
+  for (int round = 0;; ++round) {
+    PlanOptions with_pool = before_pool;
+    with_pool.reservations.push_back(
+        {Device::cpu(), static_cast<int64_t>(reserved), "staging pool (direct disk reads)"});
+    DeviceMap map;
+    try {
+      map = plan_device_map(model, mode, with_pool);
+    } catch (const Error&) {
+      if (planned) {
+        log_info("the cpu budget cannot hold a {} staging pool for this plan: reading ahead within {}",
+                 format_bytes(static_cast<int64_t>(reserved)),
+                 format_bytes(static_cast<int64_t>(out.choice.staging_bytes)));
+        return out;
+      }
+      if (requested == OffloadIo::Direct) throw;
+      log_info("the cpu budget cannot also hold a {} staging pool; disk weights are read through the page cache",
+               format_bytes(static_cast<int64_t>(reserved)));
+      out.choice = OffloadIoChoice{};
+      return out;
+    }
+    const OffloadIoChoice choice = resolve_offload_io(model, map, OffloadIo::Direct, prefetch);
+    out.device_map = std::move(map);
+    out.options = std::move(with_pool);
+    out.choice = choice;
+    out.choice.staging_bytes = reserved;  // the pool is what was reserved
+    planned = true;
+    if (choice.staging_bytes <= reserved || round == 7) return out;
+    reserved = choice.staging_bytes;
   }
-  out.options = std::move(with_pool);
-  // Planned again with less cpu, more may be on disk: the pool for the new map (reserved as computed above).
-  out.choice = resolve_offload_io(model, out.device_map, OffloadIo::Direct, prefetch);
-  return out;
 }
 
 }  // namespace ferry

@@ -10,25 +10,7 @@
 
 namespace ferry::models {
 
-int64_t CausalLMInfo::kv_cache_bytes_per_token(DType dtype) const {
-  return models::kv_cache_bytes_per_token(num_key_value_heads, head_dim, dtype);
-}
-
 namespace {
-
-LanguageModelInfo language_model_info(const CausalLMInfo& i) {
-  LanguageModelInfo out;
-  out.architecture = i.architecture;
-  out.model_type = i.model_type;
-  out.block_class = i.block_class;
-  out.vocab_size = i.vocab_size;
-  out.hidden_size = i.hidden_size;
-  out.num_cached_layers = i.num_hidden_layers;
-  out.num_key_value_heads = i.num_key_value_heads;
-  out.head_dim = i.head_dim;
-  out.max_position_embeddings = i.max_position_embeddings;
-  return out;
-}
 
 // A decoder-only sequence's state: its KV cache.
 struct CausalState final : SequenceState {
@@ -46,10 +28,10 @@ std::shared_ptr<KvCache> cache_of(const StepRow& row) {
 
 }  // namespace
 
-CausalLM::CausalLM(CausalLMInfo info) : LanguageModel(language_model_info(info)), info_(std::move(info)) {}
+CausalLM::CausalLM(CausalLMInfo info) : LanguageModel(info), info_(std::move(info)) {}
 
 std::shared_ptr<KvCache> CausalLM::make_cache(DType dtype) const {
-  return std::make_shared<KvCache>(info_.num_hidden_layers, dtype);
+  return std::make_shared<KvCache>(info_.num_hidden_layers(), dtype);
 }
 
 Tensor CausalLM::logits(const Tensor& input_ids, const std::shared_ptr<KvCache>& cache, int64_t logits_to_keep) {

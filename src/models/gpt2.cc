@@ -141,11 +141,28 @@ nn::Value GPT2Model::forward(const nn::Args& args) {
   return nn::Dict{{"last_hidden_state", (*ln_f)(hidden)}, {"past_key_values", in.cache}};
 }
 
-GPT2LMHeadModel::GPT2LMHeadModel(const GPT2Config& c, DType dtype)
-    : CausalLM(CausalLMInfo{"GPT2LMHeadModel", "gpt2", "GPT2Block", "transformer", "transformer.h", c.n_layer,
-                            c.n_embd, c.vocab_size, c.n_head, c.n_head, c.n_embd / c.n_head, c.n_positions,
-                            c.tie_word_embeddings}),
-      config_(c) {
+namespace {
+
+CausalLMInfo gpt2_info(const GPT2Config& c) {
+  CausalLMInfo i;
+  i.architecture = "GPT2LMHeadModel";
+  i.model_type = "gpt2";
+  i.block_class = "GPT2Block";
+  i.base_model_prefix = "transformer";
+  i.layers_prefix = "transformer.h";
+  i.vocab_size = c.vocab_size;
+  i.hidden_size = c.n_embd;
+  i.num_cached_layers = c.n_layer;
+  i.num_attention_heads = i.num_key_value_heads = c.n_head;
+  i.head_dim = c.n_embd / c.n_head;
+  i.max_position_embeddings = c.n_positions;
+  i.tie_word_embeddings = c.tie_word_embeddings;
+  return i;
+}
+
+}  // namespace
+
+GPT2LMHeadModel::GPT2LMHeadModel(const GPT2Config& c, DType dtype) : CausalLM(gpt2_info(c)), config_(c) {
   transformer = register_module("transformer", std::make_shared<GPT2Model>(c, dtype));
   lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, false, dtype));
   if (c.tie_word_embeddings) lm_head->register_parameter("weight", transformer->wte->parameter_slot("weight"));

@@ -141,11 +141,28 @@ nn::Value GPTJModel::forward(const nn::Args& args) {
   return nn::Dict{{"last_hidden_state", (*ln_f)(hidden)}, {"past_key_values", in.cache}};
 }
 
-GPTJForCausalLM::GPTJForCausalLM(const GPTJConfig& c, DType dtype)
-    : CausalLM(CausalLMInfo{"GPTJForCausalLM", "gptj", "GPTJBlock", "transformer", "transformer.h", c.n_layer,
-                            c.n_embd, c.vocab_size, c.n_head, c.n_head, c.n_embd / c.n_head, c.n_positions,
-                            c.tie_word_embeddings}),
-      config_(c) {
+namespace {
+
+CausalLMInfo gptj_info(const GPTJConfig& c) {
+  CausalLMInfo i;
+  i.architecture = "GPTJForCausalLM";
+  i.model_type = "gptj";
+  i.block_class = "GPTJBlock";
+  i.base_model_prefix = "transformer";
+  i.layers_prefix = "transformer.h";
+  i.vocab_size = c.vocab_size;
+  i.hidden_size = c.n_embd;
+  i.num_cached_layers = c.n_layer;
+  i.num_attention_heads = i.num_key_value_heads = c.n_head;
+  i.head_dim = c.n_embd / c.n_head;
+  i.max_position_embeddings = c.n_positions;
+  i.tie_word_embeddings = c.tie_word_embeddings;
+  return i;
+}
+
+}  // namespace
+
+GPTJForCausalLM::GPTJForCausalLM(const GPTJConfig& c, DType dtype) : CausalLM(gptj_info(c)), config_(c) {
   transformer = register_module("transformer", std::make_shared<GPTJModel>(c, dtype));
   lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, true, dtype));
   if (c.tie_word_embeddings) lm_head->register_parameter("weight", transformer->wte->parameter_slot("weight"));

@@ -41,14 +41,16 @@ ModelSummary summarize_model(const std::filesystem::path& folder) {
     const DType dtype = resolve_dtype(config, std::nullopt);
     if (is_seq2seq_config(config)) {
       auto m = AutoModelForSeq2SeqLM::from_config(config, dtype);
-      const Seq2SeqLMInfo& i = m->info();
       // The encoder's layer count; the decoder's is in the tensor list.
-      s.info = CausalLMInfo{i.architecture, i.model_type, i.block_class, "", "encoder.block", i.num_layers,
-                            i.d_model, i.vocab_size, i.num_heads, i.num_heads, i.d_kv, 0, false};
+      s.info = m->model_info();
+      s.layers_prefix = "encoder.block";
+      s.num_layers = m->info().num_layers;
       skeleton = m;
     } else {
       auto m = AutoModelForCausalLM::from_config(config, dtype);
-      s.info = m->info();
+      s.info = m->model_info();
+      s.layers_prefix = m->info().layers_prefix;
+      s.num_layers = m->info().num_hidden_layers();
       skeleton = m;
     }
   }

@@ -65,21 +65,6 @@ std::shared_ptr<Seq2SeqBatch> seq2seq_batch_from_args(const nn::Args& args) {
 
 namespace {
 
-LanguageModelInfo language_model_info(const Seq2SeqLMInfo& i) {
-  LanguageModelInfo out;
-  out.architecture = i.architecture;
-  out.model_type = i.model_type;
-  out.block_class = i.block_class;
-  out.is_encoder_decoder = true;
-  out.vocab_size = i.vocab_size;
-  out.hidden_size = i.d_model;
-  out.num_cached_layers = i.num_decoder_layers;
-  out.num_key_value_heads = i.num_heads;
-  out.head_dim = i.d_kv;
-  out.decoder_start_token_id = i.decoder_start_token_id;
-  return out;
-}
-
 // An encoder-decoder sequence's state: the encoder's output and the decoder's caches.
 struct Seq2SeqState final : SequenceState {
   std::shared_ptr<EncoderDecoderCache> cache;
@@ -97,7 +82,7 @@ const Seq2SeqState& state_of(const StepRow& row) {
 
 }  // namespace
 
-Seq2SeqLM::Seq2SeqLM(Seq2SeqLMInfo info) : LanguageModel(language_model_info(info)), info_(std::move(info)) {}
+Seq2SeqLM::Seq2SeqLM(Seq2SeqLMInfo info) : LanguageModel(info), info_(std::move(info)) {}
 
 SequenceStart Seq2SeqLM::start_sequence(std::span<const int64_t> prompt_ids, DType, int64_t reserve_tokens) {
   auto state = std::make_shared<Seq2SeqState>();

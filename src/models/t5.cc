@@ -318,10 +318,29 @@ nn::Value T5Stack::forward(const nn::Args& args) {
   return (*dropout)((*final_layer_norm)(hidden));
 }
 
+namespace {
+
+Seq2SeqLMInfo t5_info(const T5Config& c) {
+  Seq2SeqLMInfo i;
+  i.architecture = c.architecture;
+  i.model_type = c.model_type;
+  i.block_class = "T5Block";
+  i.is_encoder_decoder = true;
+  i.vocab_size = c.vocab_size;
+  i.hidden_size = c.d_model;
+  i.num_layers = c.num_layers;
+  i.num_cached_layers = c.num_decoder_layers;
+  i.num_attention_heads = i.num_key_value_heads = c.num_heads;
+  i.head_dim = c.d_kv;
+  i.decoder_start_token_id = c.decoder_start_token_id;
+  i.eos_token_ids = c.eos_token_ids;
+  return i;
+}
+
+}  // namespace
+
 T5ForConditionalGeneration::T5ForConditionalGeneration(const T5Config& c, DType dtype)
-    : Seq2SeqLM(Seq2SeqLMInfo{c.architecture, c.model_type, "T5Block", c.num_layers, c.num_decoder_layers, c.d_model,
-                              c.vocab_size, c.num_heads, c.d_kv, c.decoder_start_token_id, c.eos_token_ids}),
-      config_(c) {
+    : Seq2SeqLM(t5_info(c)), config_(c) {
   shared = register_module("shared", std::make_shared<nn::Embedding>(c.vocab_size, c.d_model, dtype));
   encoder = register_module("encoder", std::make_shared<T5Stack>(c, false, dtype));
   decoder = register_module("decoder", std::make_shared<T5Stack>(c, true, dtype));

@@ -2,6 +2,7 @@
 #include "ferry/text/pretrained.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -22,12 +23,14 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
-// bos_token / eos_token / unk_token / pad_token of a GGUF file: the texts of its tokenizer.ggml.*_token_id tokens.
-nlohmann::json gguf_special_tokens(const fs::path& file) {
+// bos_token / eos_token / unk_token / pad_token of a GGUF file: the texts of its tokenizer.ggml.*_token_id tokens
+// (`tokenizer`: the file's, or null to build it here).
+nlohmann::json gguf_special_tokens(const io::GgufFile& gguf, const fs::path& file, const Tokenizer* tokenizer) {
   nlohmann::json special = nlohmann::json::object();
-  const io::GgufFile gguf = io::GgufFile::open(file);
   try {
-    const Tokenizer tok = load_tokenizer(file);
+    std::optional<Tokenizer> built;
+    if (tokenizer == nullptr) tokenizer = &built.emplace(load_tokenizer(file));
+    const Tokenizer& tok = *tokenizer;
     for (const auto& [key, name] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token"},
                                     std::pair{"tokenizer.ggml.eos_token_id", "eos_token"},
                                     std::pair{"tokenizer.ggml.unknown_token_id", "unk_token"},
@@ -77,11 +80,13 @@ Tokenizer load_tokenizer(const fs::path& path) {
   return Tokenizer::from_file(path);
 }
 
-std::optional<ChatTemplate> load_chat_template(const fs::path& path, const fs::path& override_file) {
+std::optional<ChatTemplate> load_chat_template(const fs::path& path, const fs::path& override_file,
+                                               const Tokenizer* tokenizer) {
   if (models::is_gguf_file(path)) {
-    nlohmann::json special = gguf_special_tokens(path);
+    const io::GgufFile gguf = io::GgufFile::open(path);
+    nlohmann::json special = gguf_special_tokens(gguf, path, tokenizer);
     if (!override_file.empty()) return ChatTemplate(read_text(override_file), special);
-    auto source = io::GgufFile::open(path).get_string("tokenizer.chat_template");
+    auto source = gguf.get_string("tokenizer.chat_template");
     if (!source) return std::nullopt;
     return ChatTemplate(*source, special);
   }
@@ -114,7 +119,7 @@ Pretrained from_pretrained(const fs::path& path, const models::FromPretrainedOpt
     out.tokenizer_error = e.what();
   }
   try {
-    if (auto chat = load_chat_template(path, chat_template_override))
+    if (auto chat = load_chat_template(path, chat_template_override, out.tokenizer ? &*out.tokenizer : nullptr))
       out.chat_template = std::make_shared<const ChatTemplate>(std::move(*chat));
   } catch (const Error& e) {
     out.chat_template_error = e.what();

@@ -61,6 +61,34 @@ TEST(OffloadPlan, DirectReadsReserveTheStagingPoolFromTheCpuBudget) {
   }
 }
 
+// Reserving the pool leaves less cpu, so more goes to disk and the pool the new map needs can be larger (here: a
+// first disk part under the pool's 16 MiB floor, whose pool is that whole disk part). The plan reserves what the
+// final map needs, the pool is that reservation, and the cpu weights with the pool stay within the budget.
+TEST(OffloadPlan, TheReservedPoolHoldsWhatTheFinalMapNeeds) {
+  std::shared_ptr<test::ToyLlama> model;
+  {
+    auto guard = nn::init_empty_weights();
+    model = std::make_shared<test::ToyLlama>(/*vocab=*/512, /*d=*/256, /*n_layers=*/32);  // 2 MiB layers
+  }
+  PlanOptions o;
+  o.no_split_module_classes = {"ToyDecoderLayer"};
+  const int64_t mib = int64_t{1} << 20;
+  for (int64_t off_cpu : {6 * mib, 10 * mib, 30 * mib, total_bytes(*model) / 2}) {
+    const int64_t budget = total_bytes(*model) - off_cpu;
+    o.max_memory = MaxMemory{{Device::cpu(), budget}};
+    const OffloadPlan p = plan_with_offload_io(*model, DeviceMapMode::Auto, o, OffloadIo::Direct, 2);
+    ASSERT_EQ(p.options.reservations.size(), 1u) << off_cpu;
+    const std::size_t needed = staging_bytes_for(*model, p.device_map, 2);
+    EXPECT_GT(needed, 0u) << off_cpu;
+    EXPECT_GE(static_cast<std::size_t>(p.options.reservations[0].bytes), needed) << off_cpu << " bytes off the cpu";
+    EXPECT_EQ(p.choice.staging_bytes, static_cast<std::size_t>(p.options.reservations[0].bytes)) << off_cpu;
+    int64_t cpu = 0;
+    for (const auto& [name, t] : model->state_dict())
+      if (p.device_map.device_for(name)->is_cpu()) cpu += static_cast<int64_t>(t.nbytes());
+    EXPECT_LE(cpu + p.options.reservations[0].bytes, budget) << off_cpu;
+  }
+}
+
 TEST(OffloadPlan, ThePoolHoldsThePrefetchPlusTwoLargestLoadsAndNeverMoreThanTheDiskPart) {
   auto model = toy();
   const DeviceMap all{{"", Device::disk()}};

@@ -178,10 +178,10 @@ TEST(CausalLMInfo, DescribesTheModelForPlanners) {
   const CausalLMInfo& info = model->info();
   EXPECT_EQ(info.architecture, "LlamaForCausalLM");
   EXPECT_EQ(info.model_type, "llama");
-  EXPECT_EQ(info.num_hidden_layers, 2);
+  EXPECT_EQ(info.num_hidden_layers(), 2);
   EXPECT_EQ(info.num_key_value_heads, 2);
   EXPECT_EQ(info.head_dim, 8);
-  EXPECT_EQ(info.kv_cache_bytes_per_token(DType::F16), 2 * 2 * 8 * 2);
+  EXPECT_EQ(info.kv_cache_bytes_per_token(DType::F16), 2 * (2 * 2 * 8 * 2));  // two layers
   EXPECT_EQ(model->make_cache()->num_layers(), 2);
 }
 

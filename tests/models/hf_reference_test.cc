@@ -166,7 +166,7 @@ TEST_P(HfReference, DiskAndCpuDeviceMapLogitsMatchTransformers) {
     skeleton = AutoModelForCausalLM::from_config(ConfigJson::read(reference_root() / c.name));
   }
   const CausalLMInfo& info = skeleton->info();
-  const std::string last_layer = info.layers_prefix + "." + std::to_string(info.num_hidden_layers - 1);
+  const std::string last_layer = info.layers_prefix + "." + std::to_string(info.num_hidden_layers() - 1);
   // Accelerate's form: one entry per top-level block, no entry nested in another.
   DeviceMap map;
   for (const auto& [name, child] : skeleton->get_submodule(info.base_model_prefix).named_children()) {

@@ -151,7 +151,7 @@ TEST(BatchGenerate, BadRequestsFailAloneAndTheOthersComplete) {
   huge.stop.max_new_tokens = 1000;
 
   const auto& info = model->info();
-  const auto per_token = static_cast<std::size_t>(info.num_hidden_layers * info.kv_cache_bytes_per_token());
+  const auto per_token = static_cast<std::size_t>(info.kv_cache_bytes_per_token());
   BatchGenerator gen(*model, nullptr, {.max_batch_size = 4, .max_kv_cache_bytes = 40 * per_token});
   gen.add(std::vector<TokenId>{}, o);                     // 0: empty
   gen.add(good, o);                                       // 1
@@ -180,7 +180,7 @@ TEST(BatchGenerate, KvBudgetHoldsSequencesBackInsteadOfOverrunning) {
   GenerateOptions o;
   o.stop.max_new_tokens = 5;
   const std::vector<TokenId> prompt = {3, 4, 5};
-  const std::size_t per_sequence = 8 * static_cast<std::size_t>(info.num_hidden_layers * info.kv_cache_bytes_per_token());
+  const std::size_t per_sequence = 8 * static_cast<std::size_t>(info.kv_cache_bytes_per_token());
   BatchGenerator gen(*model, nullptr, {.max_batch_size = 16, .max_kv_cache_bytes = 2 * per_sequence + 1});
   for (int i = 0; i < 5; ++i) gen.add(prompt, o);
   std::size_t finished = 0;

@@ -29,24 +29,14 @@
 
 namespace ferry::models {
 
-/// The facts about an architecture that loaders, planners and `ferry inspect` need without reading the modules.
-struct CausalLMInfo {
-  std::string architecture;     // the HF class: "LlamaForCausalLM", "GPT2LMHeadModel", ...
-  std::string model_type;       // "llama", "mistral", "qwen2", "gpt2", "gptj"
-  std::string block_class;      // the decoder block's class, the default no_split_module_classes entry
+/// LanguageModelInfo plus where a decoder-only model's parts live, for loaders and device maps.
+struct CausalLMInfo : LanguageModelInfo {
   std::string base_model_prefix;  // "model" or "transformer": the base model's attribute name
-  std::string layers_prefix;    // "model.layers", "transformer.h"
-  int64_t num_hidden_layers = 0;
-  int64_t hidden_size = 0;
-  int64_t vocab_size = 0;
-  int64_t num_attention_heads = 0;
-  int64_t num_key_value_heads = 0;
-  int64_t head_dim = 0;
-  int64_t max_position_embeddings = 0;
+  std::string layers_prefix;      // "model.layers", "transformer.h"
   bool tie_word_embeddings = false;
 
-  /// Bytes one token adds to one layer's KV cache stored as `dtype`.
-  int64_t kv_cache_bytes_per_token(DType dtype = DType::F32) const;
+  /// transformers' num_hidden_layers: every layer of a decoder-only model keeps keys and values.
+  int64_t num_hidden_layers() const noexcept { return num_cached_layers; }
 };
 
 /// A decoder-only language model. Through LanguageModel, a sequence's state is its KvCache and its first forward

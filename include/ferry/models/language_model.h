@@ -36,7 +36,7 @@ struct LanguageModelInfo {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;       // hidden_size / n_embd / d_model
   int64_t num_cached_layers = 0;  // layers that keep keys and values per token (a decoder's)
-  int64_t num_key_value_heads = 0, head_dim = 0;  // of those layers
+  int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0;  // of those layers
   int64_t max_position_embeddings = 0;  // 0: no limit (relative positions, T5)
   int64_t decoder_start_token_id = -1;  // encoder-decoder models: the decoder's first input
 

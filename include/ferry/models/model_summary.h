@@ -13,7 +13,7 @@
 #include "ferry/core/dtype.h"
 #include "ferry/core/tensor.h"
 #include "ferry/io/checkpoint.h"
-#include "ferry/models/causal_lm.h"
+#include "ferry/models/language_model.h"
 
 namespace ferry::models {
 
@@ -36,7 +36,9 @@ struct CheckpointShardInfo {
 
 struct ModelSummary {
   std::filesystem::path folder;
-  CausalLMInfo info;                      // architecture, block class, sizes
+  LanguageModelInfo info;                 // architecture, block class, sizes
+  std::string layers_prefix;              // the repeated blocks: "model.layers", "transformer.h", "encoder.block"
+  int64_t num_layers = 0;                 // blocks under layers_prefix (an encoder-decoder model's encoder's)
   std::optional<DType> config_dtype;      // config.json's dtype / torch_dtype
   io::CheckpointFormat format = io::CheckpointFormat::Safetensors;
   bool sharded = false;                   // an *.index.json names the shards

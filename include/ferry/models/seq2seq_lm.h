@@ -74,14 +74,13 @@ nn::Value batch_value(std::shared_ptr<Seq2SeqBatch> batch);
 /// The Seq2SeqBatch given as "past_key_values", or nullptr.
 std::shared_ptr<Seq2SeqBatch> seq2seq_batch_from_args(const nn::Args& args);
 
-struct Seq2SeqLMInfo {
-  std::string architecture;  // "T5ForConditionalGeneration"
-  std::string model_type;    // "t5", "mt5", "umt5"
-  std::string block_class;   // "T5Block": the default no_split_module_classes entry
-  int64_t num_layers = 0, num_decoder_layers = 0;
-  int64_t d_model = 0, vocab_size = 0, num_heads = 0, d_kv = 0;
-  int64_t decoder_start_token_id = 0;
+/// LanguageModelInfo plus the encoder's size and the config's EOS ids. T5's names: d_model = hidden_size, num_heads
+/// = num_attention_heads = num_key_value_heads, d_kv = head_dim, num_decoder_layers = num_cached_layers.
+struct Seq2SeqLMInfo : LanguageModelInfo {
+  int64_t num_layers = 0;  // the encoder's
   std::vector<int64_t> eos_token_ids;
+
+  int64_t num_decoder_layers() const noexcept { return num_cached_layers; }
 };
 
 /// An encoder-decoder language model. Through LanguageModel, starting a sequence runs the encoder; the state holds
@@ -90,7 +89,7 @@ class Seq2SeqLM : public LanguageModel {
  public:
   const Seq2SeqLMInfo& info() const noexcept { return info_; }
   std::shared_ptr<EncoderDecoderCache> make_cache() const {
-    return std::make_shared<EncoderDecoderCache>(info_.num_decoder_layers);
+    return std::make_shared<EncoderDecoderCache>(info_.num_decoder_layers());
   }
   /// The encoder's last hidden state for input_ids [S] → f32 [S, C], through the model's forward (hooks run).
   Tensor encode(const Tensor& input_ids);

@@ -32,8 +32,11 @@ Tokenizer load_tokenizer(const std::filesystem::path& path);
 /// The chat template of a model folder (chat_template.jinja, else tokenizer_config.json's, with its special tokens)
 /// or of a GGUF file (tokenizer.chat_template, with the texts of its bos/eos/unk/pad ids); nullopt when it has none.
 /// `override_file`: a Jinja file used instead of the model's template, keeping the model's special tokens.
+/// `tokenizer`: the model's tokenizer when the caller has built it (a GGUF file's special-token texts come from it;
+/// null: built here).
 std::optional<ChatTemplate> load_chat_template(const std::filesystem::path& path,
-                                               const std::filesystem::path& override_file = {});
+                                               const std::filesystem::path& override_file = {},
+                                               const Tokenizer* tokenizer = nullptr);
 
 /// The ids that end generation: generation_config.json's eos_token_id, else config.json's (an int or a list); a
 /// GGUF file's tokenizer.ggml.eos_token_id. Empty when none is named. HF: GenerationConfig.eos_token_id
