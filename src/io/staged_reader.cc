@@ -98,6 +98,8 @@ struct StagedReader::Impl {
   std::unordered_map<std::string, int> files;
   std::function<int(const char*, int)> open_file;
   std::uint64_t next_seq = 0;
+  std::uint64_t last_taken_seq = 0;  // the newest prefetched read taken: older ones not taken were passed by
+  std::uint64_t takes = 0;           // take() calls so far
   bool stop = false;
   io_uring ring{};
   bool have_ring = false;
@@ -147,11 +149,14 @@ struct StagedReader::Impl {
 
   // ---- staging memory (shared->mu held) ----
 
-  // Evicts the oldest prefetched read that completed and was not taken; false when there is none.
-  bool evict_one_locked() {
+  // Evicts the oldest prefetched read that completed, was not taken, and is older than the last prefetched read
+  // taken: the forward passed it by (the order changed), so nothing will take it. False when there is none.
+  bool evict_stale_locked() {
     auto oldest = reads.end();
     for (auto it = reads.begin(); it != reads.end(); ++it)
-      if (it->second->done && (oldest == reads.end() || it->second->seq < oldest->second->seq)) oldest = it;
+      if (it->second->done && it->second->seq < last_taken_seq &&
+          (oldest == reads.end() || it->second->seq < oldest->second->seq))
+        oldest = it;
     if (oldest == reads.end()) return false;
     shared->give_back_locked(oldest->second->buf, oldest->second->buf_size, oldest->second->overflow);
     oldest->second->buf = nullptr;
@@ -195,16 +200,26 @@ struct StagedReader::Impl {
         return true;
       }
       if (stop) return false;
-      // Full. Tensors in use or reads in flight will free room; if there are none, completed prefetches nobody took
-      // hold it (the order changed): drop the oldest.
+      // Full. Reads the forward passed by go first; then tensors in use or reads in flight will free room.
+      if (evict_stale_locked()) continue;
       bool busy = shared->live > 0 || !queue.empty();
       for (auto& [key, other] : reads) busy = busy || !other->done;
-      if (!busy && !evict_one_locked()) {
-        // Nothing will ever free room: the pool is smaller than this one tensor. Read it anyway.
+      if (busy) {
+        shared->cv.wait(lock);
+        continue;
+      }
+      if (reads.empty()) {  // nothing will ever free room: the pool is smaller than this one tensor. Read it anyway.
         may_wait = false;
         continue;
       }
-      if (busy) shared->cv.wait(lock);
+      // Only completed reads ahead of the forward hold the room: it takes them next, so wait for a take. Bounded: a
+      // run that stops here never takes them; then this one is not read ahead (the forward reads it when needed).
+      // Evicting them instead would read them twice (issue 41: a third of the prefetches, with depth 2).
+      const std::uint64_t before = takes;
+      if (!shared->cv.wait_for(lock, std::chrono::seconds(1), [&] { return stop || takes != before; })) {
+        ++shared->stats.declined;
+        return false;
+      }
     }
   }
 
@@ -412,6 +427,7 @@ Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtyp
     r = std::move(it->second);
     impl_->reads.erase(it);
     ++shared.stats.prefetched;
+    impl_->last_taken_seq = std::max(impl_->last_taken_seq, r->seq);
     // Not started yet: read it before the prefetches queued after it.
     auto q = std::find(impl_->queue.begin(), impl_->queue.end(), r);
     if (q != impl_->queue.end() && r->in_flight == 0) {
@@ -421,6 +437,8 @@ Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtyp
   } else {
     r = impl_->start_locked(range, lock, /*may_wait=*/false, /*front=*/true);
   }
+  ++impl_->takes;
+  shared.cv.notify_all();  // a prefetch waiting for room may go on (a take, and reads passed by)
   const auto t0 = Clock::now();
   shared.cv.wait(lock, [&] { return r->done; });
   shared.stats.wait_seconds += seconds(Clock::now() - t0);

@@ -56,7 +56,8 @@ struct StagedReaderStats {
   std::uint64_t tensors = 0;         ///< take() calls served
   std::uint64_t bytes_read = 0;      ///< bytes read from files (with alignment padding)
   std::uint64_t prefetched = 0;      ///< take() calls whose read a prefetch had started
-  std::uint64_t evicted = 0;         ///< prefetched reads dropped unused (the order changed)
+  std::uint64_t evicted = 0;         ///< prefetched reads dropped unused (the forward passed them by)
+  std::uint64_t declined = 0;        ///< prefetches not started: the pool held only reads still to be taken
   double read_seconds = 0;           ///< wall time the reader thread had reads in flight
   double wait_seconds = 0;           ///< time take() callers spent waiting for bytes
   std::size_t pool_peak = 0;         ///< most staging memory allocated at once
@@ -73,8 +74,10 @@ class StagedReader {
   StagedReader& operator=(const StagedReader&) = delete;
 
   /// Starts reading `range` into a staging buffer unless it is already staged or being read. Returns at once unless
-  /// the pool is full, then waits until tensors in use are released. Never throws: take() reports a failed read.
-  /// Returns whether it started a read.
+  /// the pool is full; then drops completed reads the forward passed by (older than a prefetched read it took), or
+  /// waits until tensors in use are released; when only completed reads still ahead of the forward hold the pool,
+  /// waits up to 1 s for the forward to take one, then gives up (stats().declined). Never throws: take() reports a
+  /// failed read. Returns whether it started a read (or one was under way).
   bool prefetch(const FileRange& range) noexcept;
 
   /// The bytes of `range` as a tensor of `shape` and `dtype` (whose size must equal range.length), viewing a staging
