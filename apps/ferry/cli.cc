@@ -51,10 +51,21 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd.add_flag("--no-disk", no_disk, "never offload to disk: fail (with the numbers) when the budget is too small");
-  cmd.add_option("--prefetch", prefetch,
-                 "offloaded modules to read ahead while one computes (default 2; 0: read each when it starts, as "
-                 "Accelerate does)")
-      ->check(CLI::NonNegativeNumber);
+  cmd.add_option_function<std::string>(
+         "--prefetch", [this](const std::string& s) { prefetch = parse_prefetch(s, "--prefetch"); },
+         "offloaded modules to read ahead while one computes: auto (default: 2 or 0, whichever the first tokens "
+         "measure faster, checked again as the run goes), a number, or 0 (read each when it starts, as Accelerate "
+         "does)")
+      ->check(
+          [](const std::string& s) {
+            try {
+              parse_prefetch(s, "--prefetch");
+              return std::string();
+            } catch (const Error& e) {
+              return e.problem();
+            }
+          },
+          "auto|N");
   cmd.add_option("--offload-io", offload_io,
                  "how disk-placed weights are read: direct (O_DIRECT into a staging pool counted in the plan, for "
                  "models bigger than RAM), mmap (the page cache), auto (default: direct when the disk part exceeds "
@@ -282,7 +293,7 @@ void print_cpu_weights(std::FILE* out, const ModelFlags& flags, const PlannedMod
   const std::optional<Device> gpu = main_accelerator(plan.device_map);
   if (gpu && gpu->is_cuda()) {  // dispatch_model copies them into pinned memory (DispatchOptions::pin_cpu_weights)
     std::fprintf(out, "cpu weights: copied into pinned (page-locked) memory, streamed to %s by DMA%s\n",
-                 gpu->str().c_str(), flags.prefetch > 0 ? " ahead of use" : "");
+                 gpu->str().c_str(), flags.prefetch != 0 ? " ahead of use" : "");
     return;
   }
   const bool copy = flags.no_mmap || (!flags.mmap && plan.offload.io == OffloadIo::Direct);

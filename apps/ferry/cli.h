@@ -36,7 +36,7 @@ struct ModelFlags {
   int64_t context = 0;            // tokens a sequence may hold: reserved in the plan, a stop (0: the model's context)
   bool no_disk = false;           // never plan onto disk: a model that does not fit is an error
   int threads = 0;                // -t; 0 = all cores
-  int prefetch = 2;               // offloaded modules read ahead; 0 = synchronous (Accelerate)
+  int prefetch = kPrefetchAuto;   // offloaded modules read ahead; 0 = synchronous (Accelerate); auto = measured
   std::string offload_io = "auto";  // auto | direct | mmap: how disk-placed weights are read
   bool no_mmap = false, mmap = false;  // cpu-placed weights copied / kept as checkpoint views (neither: auto)
   bool mlock = false;                  // lock cpu-placed weights in RAM

@@ -7,8 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "bench_disk.h"
 #include "cli.h"
 #include "commands.h"
+#include "disk_io_report.h"
 #include "ferry/core/backend.h"
 #include "ferry/models/kv_cache.h"
 #include "run_model.h"
@@ -82,6 +84,7 @@ struct BenchOptions {
   int64_t pp = 512, tg = 128, reps = 5;
   std::string batch = "1";
   bool json = false;
+  bool disk = false;
 };
 
 // One result of a decoder-only model: pp (prefill), or tg (decode) at one batch size.
@@ -98,6 +101,7 @@ struct DecoderResults {
   double h2d_per_token = 0, h2d_gb_per_s = 0;
   int64_t params = 0, bytes = 0;
   std::string map_desc;  // planned weight bytes per device, "+"-joined
+  DiskIoReport disk_io;  // the tg runs' disk reads, per forward
 };
 
 // Untimed forwards first (the whole prompt, then one token): the first touch of mmap'd weights (page faults, or
@@ -185,13 +189,14 @@ void print_decoder_json(const DecoderResults& res, const LoadedModel& lm, const 
                  {"repetitions", o.reps},
                  {"dtype", std::string(dtype_name(lm.dtype))},
                  {"batch", r.batch},
-                 {"prefetch", o.flags.prefetch},
+                 {"prefetch", prefetch_name(o.flags.prefetch)},
                  {"weights_bytes", res.bytes},
                  {"streamed_bytes_per_token", lm.streamed_bytes_per_forward}});
   for (auto& row : j)
     if (row["test"].get<std::string>().rfind("tg", 0) == 0 && row["batch"] == 1) {
       row["h2d_bytes_per_token"] = res.h2d_per_token;
       row["h2d_gb_per_s"] = res.h2d_gb_per_s;
+      row["disk_io"] = disk_io_json(res.disk_io);  // over every tg run, per forward
     }
   std::printf("%s\n", j.dump(2).c_str());
 }
@@ -215,6 +220,8 @@ void print_decoder_table(const DecoderResults& res, const LoadedModel& lm, const
   if (res.h2d_per_token > 0)
     std::printf("host→device during tg: %s per token, %.2f GB/s\n",
                 format_bytes(static_cast<int64_t>(res.h2d_per_token)).c_str(), res.h2d_gb_per_s);
+  if (const std::string io = disk_io_text(res.disk_io); !io.empty())
+    std::printf("during tg (per forward): %s\n", io.c_str());
 }
 
 // A decoder-only model: "pp" = a prefill of the whole prompt (tokens/s), "tg" = decoding one token per forward, for
@@ -229,7 +236,12 @@ void bench_decoder(LoadedModel& lm, const BenchOptions& o, const std::vector<int
     res.map_desc += (res.map_desc.empty() ? "" : "+") + e.device.str() + ":" + format_bytes(e.bytes);
   warm_up(model, o.pp, vocab);
   if (o.pp > 0) res.rows.push_back(prefill_row(model, o.pp, o.reps, vocab));
+  const DiskIoMark io_before = disk_io_mark(lm);
+  const auto t0 = std::chrono::steady_clock::now();
   add_decode_rows(model, batches, o.tg, o.reps, vocab, res);
+  const auto forwards = static_cast<std::size_t>(
+      std::max<int64_t>(o.tg * o.reps * static_cast<int64_t>(batches.size()), 1));
+  res.disk_io = disk_io_report(lm, io_before, forwards, seconds(t0));
   if (o.json) return print_decoder_json(res, lm, model.info().architecture, o);
   print_decoder_table(res, lm, model.info().architecture, batches.size() > 1 || batches[0] > 1);
 }
@@ -247,7 +259,11 @@ void add_bench_command(CLI::App& app) {
                   "sequences decoded together in the tg test, a list: 1,8,32 adds a row per size with the total "
                   "tokens/s of the batch (default 1)");
   cmd->add_flag("--json", o->json, "print the results as JSON");
+  cmd->add_flag("--disk", o->disk,
+                "instead: measure the O_DIRECT read bandwidth of the disk holding -m's weights over request size × "
+                "queue depth, and cache it (runs report their reads against it and read with its best point)");
   cmd->callback([o] {
+    if (o->disk) return bench_disk(o->flags.model, o->json);
     std::vector<int64_t> batches = parse_int_list(o->batch, "--batch");
     for (int64_t b : batches)
       if (b < 1) throw Error("batch sizes must be at least 1, got " + std::to_string(b), "--batch");

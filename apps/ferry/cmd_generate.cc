@@ -6,6 +6,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "commands.h"
+#include "disk_io_report.h"
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/models/gguf_model.h"
@@ -36,8 +37,8 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
 namespace {
 
 // `forwards`: the model calls of the run (the prefill, then one per token after the first).
-void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size_t forwards,
-                 std::uint64_t read_bytes_before, const H2dTraffic& h2d) {
+void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size_t forwards, const DiskIoReport& io,
+                 const H2dTraffic& h2d) {
   const auto& t = r.timings;
   std::fprintf(stderr, "\n\nload %.2f s | prefill %zu tokens, %.2f tok/s | decode %zu tokens, %.2f tok/s | stop: %s\n",
                lm.load_seconds, t.prompt_tokens, t.prefill_tokens_per_second(), t.generated_tokens,
@@ -53,13 +54,12 @@ void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size
     std::fprintf(stderr, "  streamed %s per forward, %s in all (%zu forwards)\n",
                  format_bytes(lm.streamed_bytes_per_forward).c_str(),
                  format_bytes(lm.streamed_bytes_per_forward * static_cast<int64_t>(forwards)).c_str(), forwards);
-  if (const std::string io = disk_io_line(lm, forwards, read_bytes_before); !io.empty())
-    std::fprintf(stderr, "  %s\n", io.c_str());
+  if (const std::string line = disk_io_text(io); !line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
   if (const std::string line = h2d_line(h2d); !line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
 }
 
 nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat, const text::GenerateResult& r,
-                           const H2dTraffic& h2d) {
+                           const DiskIoReport& io, const H2dTraffic& h2d) {
   nlohmann::json j;
   j["model"] = loaded_model_json(lm, chat);
   j["prompt_ids"] = r.prompt_ids;
@@ -73,10 +73,11 @@ nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat
                   {"decode_tokens_per_s", r.timings.decode_tokens_per_second()}};
   j["device_map"] = nlohmann::json::parse(lm.plan.device_map.to_json());
   j["offload_io"] = lm.staged_reader ? "direct" : "mmap";
-  if (lm.staged_reader) {
-    const auto s = lm.staged_reader->stats();
-    j["disk_io"] = {{"bytes_read", s.bytes_read}, {"read_s", s.read_seconds}, {"wait_s", s.wait_seconds},
-                    {"io_uring", s.io_uring}, {"o_direct", s.direct}, {"staging_peak", s.pool_peak + s.overflow_peak}};
+  j["disk_io"] = disk_io_json(io);
+  j["prefetch"] = {{"setting", prefetch_name(lm.prefetch_setting)}};
+  if (lm.prefetcher) {
+    const PrefetchStatus s = lm.prefetcher->status();
+    j["prefetch"].update({{"depth", s.depth}, {"reason", s.reason}, {"probes", s.probes}});
   }
   j["h2d"] = {{"bytes", h2d.bytes}, {"bytes_per_forward", h2d.bytes_per_forward}, {"gb_per_s", h2d.gb_per_s}};
   if (!r.step_logits.empty()) j["logits"] = r.step_logits;
@@ -96,7 +97,7 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     return true;
   };
   text::GenerateResult r;
-  const std::uint64_t read_bytes_before = process_disk_read_bytes();
+  const DiskIoMark io_before = disk_io_mark(lm);
   const std::uint64_t h2d_before = transfer_stats().host_to_device;
   if (!f.prompt_ids.empty() || chat_ids) {
     std::vector<text::TokenId> ids;
@@ -114,11 +115,13 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     r = text::generate(*lm.model, *tok, prompt, o, stream);
   }
   const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
-  const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, r.timings.prefill_seconds + r.timings.decode_seconds);
+  const double seconds = r.timings.prefill_seconds + r.timings.decode_seconds;
+  const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, seconds);
+  const DiskIoReport io = disk_io_report(lm, io_before, forwards, seconds);
   if (f.json) {
-    std::printf("%s\n", result_json(lm, chat, r, h2d).dump().c_str());
+    std::printf("%s\n", result_json(lm, chat, r, io, h2d).dump().c_str());
   } else {
-    print_stats(lm, r, forwards, read_bytes_before, h2d);
+    print_stats(lm, r, forwards, io, h2d);
   }
 }
 

@@ -11,11 +11,53 @@
 #include "ferry/big_modeling/offload_plan.h"
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
+#include "ferry/core/logging.h"
 #include "ferry/models/config.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/text/pretrained.h"
 
 namespace ferry::cli {
+
+std::vector<std::filesystem::path> weight_files(const std::filesystem::path& model) {
+  if (std::filesystem::is_regular_file(model)) return {model};
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(model, ec)) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file(ec) && (ext == ".safetensors" || ext == ".gguf" || ext == ".bin")) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<io::DiskBandwidth> disk_bound_for(const std::filesystem::path& model, std::FILE* log) {
+  if (auto cached = io::cached_disk_bandwidth(model)) return cached;
+  const std::vector<std::filesystem::path> files = weight_files(model);
+  std::uintmax_t bytes = 0;
+  std::error_code ec;
+  for (const auto& f : files) bytes += std::filesystem::file_size(f, ec);
+  if (bytes < (std::uintmax_t{256} << 20)) return std::nullopt;  // too little to measure a disk by
+  io::DiskBandwidthOptions o;
+  o.max_in_flight_bytes = std::size_t{64} << 20;  // before loading, but inside the run's memory budget
+  o.bytes_per_point = std::size_t{64} << 20;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    io::DiskBandwidth bw = io::measure_disk_bandwidth(files, o);
+    io::save_disk_bandwidth(bw);
+    if (log)
+      std::fprintf(log,
+                   "disk %s: O_DIRECT reads reach %.2f GB/s (%s × %u in flight), measured once in %.1f s and "
+                   "kept in %s (ferry bench --disk measures again)\n",
+                   bw.device.c_str(), bw.best.gb_per_s,
+                   format_bytes(static_cast<int64_t>(bw.best.request_bytes)).c_str(), bw.best.queue_depth,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   io::disk_bandwidth_cache_file().c_str());
+    return bw;
+  } catch (const Error& e) {
+    log_info("the disk's O_DIRECT bound was not measured: {}", e.what());
+    return std::nullopt;
+  }
+}
 
 LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   flags.apply();
@@ -43,9 +85,18 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   o.offload_io = out.plan.offload.io;
   if (out.plan.offload.io == OffloadIo::Direct && out.plan.offload.staging_bytes > 0) {
     io::StagedReaderOptions ro{.pool_bytes = out.plan.offload.staging_bytes};
+    out.disk_bound = disk_bound_for(flags.model, log);
+    if (out.disk_bound) {  // the request size and queue depth this disk reads fastest with
+      const io::DiskReadPoint p = io::best_read_point(*out.disk_bound);
+      ro.chunk_bytes = p.request_bytes;
+      ro.queue_depth = std::max(p.queue_depth, 2u);
+    }
     out.staged_reader = std::make_shared<io::StagedReader>(main.is_cuda() ? pinned_staging(std::move(ro)) : std::move(ro));
     o.staged_reader = out.staged_reader;
   }
+  out.prefetch_setting = flags.prefetch;
+  out.prefetcher = Prefetcher::create(flags.prefetch, "--prefetch");
+  o.prefetcher = out.prefetcher;
   // A GGUF file keeps its quantized tensors unless --dtype asks to dequantize them.
   o.dtype = models::is_gguf_file(flags.model) ? flags.dtype_value() : std::optional<DType>(out.dtype);
   ProgressBar bar("loading");
@@ -64,34 +115,6 @@ nlohmann::json loaded_model_json(const LoadedModel& lm, const text::ChatTemplate
           {"device_map", nlohmann::json::parse(map.to_json())},
           {"eos_token_ids", lm.eos_token_ids},
           {"chat_template", chat ? nlohmann::json(chat->source()) : nlohmann::json()}};
-}
-
-std::uint64_t process_disk_read_bytes() {
-  std::ifstream in("/proc/self/io");
-  std::string key;
-  std::uint64_t value = 0;
-  while (in >> key >> value)
-    if (key == "read_bytes:") return value;
-  return 0;
-}
-
-std::string disk_io_line(const LoadedModel& lm, std::size_t forwards, std::uint64_t read_bytes_before) {
-  bool has_disk = false;
-  for (const auto& [name, d] : lm.plan.device_map) has_disk = has_disk || d.is_disk();
-  if (!has_disk) return "";
-  if (!lm.staged_reader) {
-    const std::uint64_t now = process_disk_read_bytes(), read = now > read_bytes_before ? now - read_bytes_before : 0;
-    return fmt::format("disk io: mmap (page cache), {} read from disk per forward",
-                       format_bytes(static_cast<int64_t>(read / std::max<std::size_t>(forwards, 1))));
-  }
-  const io::StagedReaderStats s = lm.staged_reader->stats();
-  std::string line = fmt::format("disk io: direct ({}, {})", s.io_uring ? "io_uring" : "pread",
-                                 s.direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT");
-  if (forwards > 0)
-    line += fmt::format(", {} read per forward", format_bytes(static_cast<int64_t>(s.bytes_read / forwards)));
-  if (s.read_seconds > 0) line += fmt::format(", {:.2f} GB/s while reading", s.bytes_read / s.read_seconds / 1e9);
-  line += fmt::format(", staging peak {}", format_bytes(static_cast<int64_t>(s.pool_peak + s.overflow_peak)));
-  return line;
 }
 
 H2dTraffic h2d_traffic(std::uint64_t h2d_before, std::size_t forwards, double seconds) {

@@ -106,7 +106,7 @@ class AutoModelForCausalLM:
                         device_map: Union[None, str, Mapping[str, Union[int, str]]] = None,
                         max_memory: Optional[MaxMemory] = None, offload_folder: Optional[PathLike] = None,
                         dtype: Optional[DType] = None, no_split_module_classes: Optional[Sequence[str]] = None,
-                        prefetch: int = 2, offload_io: Literal["auto", "direct", "mmap"] = "auto",
+                        prefetch: int | Literal["auto"] = "auto", offload_io: Literal["auto", "direct", "mmap"] = "auto",
                         quantize: Optional[str] = None, torch_dtype: Optional[DType] = None) -> PreTrainedModel: ...
     @staticmethod
     def from_config(config: Union[PathLike, Mapping[str, Any]], dtype: Optional[DType] = None) -> PreTrainedModel: ...
@@ -119,7 +119,7 @@ class AutoModelForSeq2SeqLM:
                         device_map: Union[None, str, Mapping[str, Union[int, str]]] = None,
                         max_memory: Optional[MaxMemory] = None, offload_folder: Optional[PathLike] = None,
                         dtype: Optional[DType] = None, no_split_module_classes: Optional[Sequence[str]] = None,
-                        prefetch: int = 2, offload_io: Literal["auto", "direct", "mmap"] = "auto",
+                        prefetch: int | Literal["auto"] = "auto", offload_io: Literal["auto", "direct", "mmap"] = "auto",
                         quantize: Optional[str] = None, torch_dtype: Optional[DType] = None) -> PreTrainedModel: ...
     @staticmethod
     def from_config(config: Union[PathLike, Mapping[str, Any]], dtype: Optional[DType] = None) -> PreTrainedModel: ...

@@ -23,9 +23,21 @@ namespace fs = std::filesystem;
 struct LoadArgs {
   nb::object device_map, max_memory, offload_folder, dtype, quantize;
   std::optional<std::vector<std::string>> no_split_module_classes;
-  int prefetch = 2;
+  nb::object prefetch;  // "auto" or a number of modules
   std::string offload_io = "auto";
 };
+
+// "auto" (kPrefetchAuto) or a depth >= 0.
+int prefetch_arg(nb::handle value) {
+  if (nb::isinstance<nb::str>(value)) return parse_prefetch(nb::cast<std::string>(value), "prefetch");
+  if (nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value)) {
+    const long long n = nb::cast<long long>(value);
+    if (n >= 0 && n <= 1024) return static_cast<int>(n);
+  }
+  throw Error("prefetch must be \"auto\" or a number of modules (0: synchronous reads), got " +
+                  nb::cast<std::string>(nb::repr(value)),
+              "prefetch", "e.g. prefetch=\"auto\", prefetch=2, prefetch=0");
+}
 
 // from_pretrained: text::from_pretrained — the loader the CLI and the server use (model, tokenizer, chat template, EOS
 // ids); the map hf_device_map shows is the one the model was dispatched with.
@@ -36,7 +48,7 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   o.quantize = dtype_arg(a.quantize);
   if (!a.offload_folder.is_none()) o.offload_folder = path_arg(a.offload_folder);
   if (a.no_split_module_classes) o.no_split_module_classes = *a.no_split_module_classes;
-  o.prefetch = a.prefetch;
+  o.prefetch = prefetch_arg(a.prefetch);
   o.offload_io = parse_offload_io(a.offload_io);
 
   Model out;
@@ -126,7 +138,8 @@ constexpr const char* kFromPretrainedDoc =
     "offload_folder: where disk-offloaded weights are written when they must be rewritten.\n"
     "dtype: \"bfloat16\", \"float16\", \"float32\" (or torch dtypes); None = config.json's.\n"
     "no_split_module_classes: None = the architecture's block class.\n"
-    "prefetch: offloaded modules read this many modules ahead (0 = Accelerate's synchronous loading).\n"
+    "prefetch: offloaded modules read this many modules ahead (0 = Accelerate's synchronous loading); \"auto\" "
+    "(default) measures 2 and 0 on the first forwards and keeps the faster.\n"
     "offload_io: \"auto\", \"direct\" (O_DIRECT reads) or \"mmap\".\n"
     "quantize: \"q8_0\", \"q4_k\", ... to quantize Linear/Embedding weights while loading.\n"
     "Raises ferry.NotFoundError, ferry.OutOfMemoryError (budget too small) or ferry.InvalidValueError.";
@@ -135,22 +148,24 @@ template <bool Seq2Seq>
 void bind_auto_class(nb::module_& m, const char* name, const char* doc) {
   struct Tag {};
   nb::class_<Tag>(m, name, doc)
-      .def_static("from_pretrained", [](nb::handle path, nb::object device_map, nb::object max_memory,
-                                        nb::object offload_folder, nb::object dtype,
-                                        std::optional<std::vector<std::string>> no_split, int prefetch,
-                                        std::string offload_io, nb::object quantize, nb::object torch_dtype) {
-        LoadArgs a{device_map, max_memory, offload_folder, dtype.is_none() ? torch_dtype : dtype, quantize,
-                   std::move(no_split), prefetch, std::move(offload_io)};
-        return load(path_arg(path), Seq2Seq, a);
-      }, "pretrained_model_name_or_path"_a, "device_map"_a = nb::none(), "max_memory"_a = nb::none(),
-         "offload_folder"_a = nb::none(), "dtype"_a = nb::none(), "no_split_module_classes"_a = nb::none(),
-         "prefetch"_a = 2, "offload_io"_a = "auto", "quantize"_a = nb::none(), "torch_dtype"_a = nb::none(),
-         kFromPretrainedDoc)
-      .def_static("from_config",
-                  [](nb::handle config, nb::handle dtype) { return from_config(config, dtype, Seq2Seq); },
-                  "config"_a, "dtype"_a = nb::none(),
-                  "Builds the architecture config names (a path, dict or JSON text): random weights, or no weights "
-                  "at all (meta) inside `with ferry.init_empty_weights():`.");
+      .def_static(
+          "from_pretrained",
+          [](nb::handle path, nb::object device_map, nb::object max_memory, nb::object offload_folder, nb::object dtype,
+             std::optional<std::vector<std::string>> no_split, nb::object prefetch, std::string offload_io,
+             nb::object quantize, nb::object torch_dtype) {
+            LoadArgs a{device_map, max_memory,          offload_folder, dtype.is_none() ? torch_dtype : dtype,
+                       quantize,   std::move(no_split), prefetch,       std::move(offload_io)};
+            return load(path_arg(path), Seq2Seq, a);
+          },
+          "pretrained_model_name_or_path"_a, "device_map"_a = nb::none(), "max_memory"_a = nb::none(),
+          "offload_folder"_a = nb::none(), "dtype"_a = nb::none(), "no_split_module_classes"_a = nb::none(),
+          "prefetch"_a = "auto", "offload_io"_a = "auto", "quantize"_a = nb::none(), "torch_dtype"_a = nb::none(),
+          kFromPretrainedDoc)
+      .def_static(
+          "from_config", [](nb::handle config, nb::handle dtype) { return from_config(config, dtype, Seq2Seq); },
+          "config"_a, "dtype"_a = nb::none(),
+          "Builds the architecture config names (a path, dict or JSON text): random weights, or no weights "
+          "at all (meta) inside `with ferry.init_empty_weights():`.");
 }
 
 }  // namespace

@@ -98,6 +98,7 @@ void AlignDevicesHook::offload_to_meta(nn::Module& module) {
 
 nn::Value AlignDevicesHook::post_forward(nn::Module& module, nn::Value output) {
   if (opts_.offload) offload_to_meta(module);
+  if (opts_.offload && opts_.prefetcher) opts_.prefetcher->has_run(this);
   if (opts_.io_same_device && input_device_) output = nn::send_to_device(output, *input_device_, opts_.skip_keys);
   return output;
 }

@@ -95,7 +95,8 @@ static void check_dispatchable(const nn::Module& model, const DeviceMap& device_
 }
 
 void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options) {
-  std::shared_ptr<Prefetcher> prefetcher = Prefetcher::create(options.prefetch, "dispatch_model");  // checked first
+  std::shared_ptr<Prefetcher> prefetcher =  // checked first
+      options.prefetcher ? options.prefetcher : Prefetcher::create(options.prefetch, "dispatch_model");
   check_device_map(model, device_map);  // error early if the map is incomplete
   const std::vector<Device> devices = device_map.devices();
   const bool has_disk = std::any_of(devices.begin(), devices.end(), [](Device d) { return d.is_disk(); });

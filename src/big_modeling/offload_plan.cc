@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/max_memory.h"
+#include "ferry/big_modeling/prefetch.h"
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
@@ -58,7 +59,7 @@ std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int
   // The module computing, the `prefetch` read ahead, and one whose tensors are being released: the prefetch + 2
   // largest loads. At least 16 MiB (what the reader keeps in flight: 16 reads of 1 MiB), so small layers still
   // keep the queue deep; never more than the whole disk part.
-  const std::size_t want = sum_first(loads, static_cast<std::size_t>(std::max(prefetch, 0) + 2));
+  const std::size_t want = sum_first(loads, static_cast<std::size_t>(prefetch_reach(prefetch) + 2));
   return std::min(std::max<std::size_t>(want, std::size_t{16} << 20), all);
 }
 
@@ -69,6 +70,7 @@ std::optional<Device> main_accelerator(const DeviceMap& map) {
 }
 
 std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch) {
+  prefetch = prefetch_reach(prefetch);
   if (prefetch <= 0 || !main_accelerator(map)) return 0;
   // A module's own cpu- or disk-placed tensors: the prefetcher keeps `prefetch` of them on the device ahead of use.
   return sum_first(hook_loads(model, map, [](Device d) { return d.is_cpu() || d.is_disk(); }, 0),

@@ -7,11 +7,28 @@
 #include <algorithm>
 
 #include "ferry/core/error.h"
+#include "ferry/core/logging.h"
 
 namespace ferry {
 
-Prefetcher::Prefetcher(int depth) : depth_(depth) {
-  if (depth < 1) throw Error("prefetch depth must be at least 1, got " + std::to_string(depth), "Prefetcher");
+std::string prefetch_name(int prefetch) { return prefetch == kPrefetchAuto ? "auto" : std::to_string(prefetch); }
+
+int parse_prefetch(const std::string& text, const std::string& where) {
+  if (text == "auto") return kPrefetchAuto;
+  const bool digits = !text.empty() && text.size() <= 4 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits)
+    throw Error("prefetch must be 'auto' or a number of modules to read ahead (0: synchronous reads), got '" + text +
+                    "'",
+                where, "e.g. --prefetch auto, --prefetch 2, --prefetch 0");
+  return std::stoi(text);
+}
+
+Prefetcher::Prefetcher(int depth, PrefetchTunerOptions tuner)
+    : depth_(depth), tuner_(depth == kPrefetchAuto ? std::make_unique<PrefetchTuner>(std::move(tuner)) : nullptr) {
+  if (tuner_) depth_ = tuner_->depth();
+  else if (depth < 1)
+    throw Error("prefetch depth must be at least 1 (or kPrefetchAuto), got " + std::to_string(depth), "Prefetcher");
 }
 
 Prefetcher::~Prefetcher() {
@@ -24,7 +41,8 @@ Prefetcher::~Prefetcher() {
 }
 
 std::shared_ptr<Prefetcher> Prefetcher::create(int depth, const std::string& where) {
-  if (depth < 0) throw Error("prefetch must be 0 (off) or a number of modules, got " + std::to_string(depth), where);
+  if (depth < 0 && depth != kPrefetchAuto)
+    throw Error("prefetch must be 0 (off), a number of modules or kPrefetchAuto, got " + std::to_string(depth), where);
   return depth == 0 ? nullptr : std::make_shared<Prefetcher>(depth);
 }
 
@@ -100,6 +118,7 @@ void Prefetcher::announce(const void* id) {
 
 void Prefetcher::will_run(const void* id) {
   bool queued_any = false;
+  std::string decided;  // the tuner's new choice, logged outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (const std::size_t p = index_of(id); p < modules_.size() && modules_[p].announced) {
@@ -117,6 +136,7 @@ void Prefetcher::will_run(const void* id) {
       const std::size_t last = index_of(last_run_);
       if (last < n && modules_[(last + 1) % n].id != id) jump_[last_run_] = id;
       else jump_.erase(last_run_);
+      if (p <= last) decided = forward_started();  // back at (or before) the last one: a new forward
     }
     last_run_ = id;
     modules_[p].queued = false;  // running now: its next prefetch is for the next forward
@@ -127,7 +147,7 @@ void Prefetcher::will_run(const void* id) {
       return j < n ? j : (i + 1) % n;
     };
     std::size_t j = p;
-    for (std::size_t k = 0, steps = 0; k < static_cast<std::size_t>(depth_) && steps < n; ++steps) {
+    for (std::size_t k = 0, steps = 0; k < static_cast<std::size_t>(std::max(depth_, 0)) && steps < n; ++steps) {
       j = successor(j);
       if (j == p) break;
       Module& m = modules_[j];
@@ -142,6 +162,48 @@ void Prefetcher::will_run(const void* id) {
     }
   }
   if (queued_any) wake_.notify_one();
+  if (!decided.empty()) log_info("prefetch auto: {}", decided);
+}
+
+// The forward that ran since forward_start_ ended at last_end_ (idle time before this one is not counted). Returns
+// the tuner's choice when it made one that changes the depth or is its first.
+std::string Prefetcher::forward_started() {
+  const Clock::time_point now = Clock::now();
+  std::string decided;
+  if (tuner_ && forward_start_ != Clock::time_point{} && last_end_ > forward_start_) {
+    const int before = depth_;
+    const double seconds = std::chrono::duration<double>(last_end_ - forward_start_).count();
+    tuner_->observe(seconds);
+    log_debug("prefetch auto: a forward at depth {} took {:.3f} s; next at depth {}", before, seconds, tuner_->depth());
+    depth_ = tuner_->depth();
+    if (tuner_->decided() && (tuner_->probes() == 1 || depth_ != before)) decided = tuner_->reason();
+  }
+  forward_start_ = now;
+  return decided;
+}
+
+void Prefetcher::has_run(const void*) {
+  if (!tuner_) return;
+  const Clock::time_point now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  last_end_ = now;
+}
+
+int Prefetcher::depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return depth_;
+}
+
+PrefetchStatus Prefetcher::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PrefetchStatus s;
+  s.depth = depth_;
+  s.self_tuning = tuner_ != nullptr;
+  if (tuner_) {
+    s.reason = tuner_->reason();
+    s.probes = tuner_->probes();
+  }
+  return s;
 }
 
 void Prefetcher::run() {

@@ -97,6 +97,7 @@ OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& f
   if (has_disk) dispatch.offload_index = loaded.offload_index;
   dispatch.skip_keys = {"past_key_values"};  // transformers' _skip_keys_device_placement
   dispatch.prefetch = options.prefetch;
+  dispatch.prefetcher = options.prefetcher;
   dispatch.offload_io = io.io;
   dispatch.staging_bytes = io.staging_bytes;
   dispatch.staged_reader = options.staged_reader;
@@ -176,6 +177,7 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   }
   dispatch.skip_keys = {"past_key_values"};
   dispatch.prefetch = options.prefetch;
+  dispatch.prefetcher = options.prefetcher;
   dispatch_model(*model, map, dispatch);
   model->set_hf_device_map(std::move(map));
   return model;

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "dispatch_support.h"
 #include "ferry/big_modeling/attach.h"
@@ -188,9 +190,68 @@ TEST(Prefetcher, DepthMustBePositive) {
   EXPECT_NE(test::error_of([] { Prefetcher p(0); }).find("prefetch depth must be at least 1"), std::string::npos);
   EXPECT_EQ(Prefetcher::create(0, "here"), nullptr);  // an option's 0: synchronous loading
   EXPECT_EQ(Prefetcher::create(3, "here")->depth(), 3);
-  const std::string e = test::error_of([] { Prefetcher::create(-1, "the option"); });
-  EXPECT_NE(e.find("prefetch must be 0 (off) or a number of modules, got -1"), std::string::npos) << e;
+  const std::string e = test::error_of([] { Prefetcher::create(-2, "the option"); });
+  EXPECT_NE(e.find("prefetch must be 0 (off), a number of modules or kPrefetchAuto, got -2"), std::string::npos) << e;
   EXPECT_NE(e.find("the option"), std::string::npos) << e;
+  const auto automatic = Prefetcher::create(kPrefetchAuto, "here");
+  ASSERT_NE(automatic, nullptr);
+  EXPECT_EQ(automatic->depth(), 2);  // until measured otherwise
+  EXPECT_TRUE(automatic->status().self_tuning);
+  EXPECT_FALSE(Prefetcher::create(3, "here")->status().self_tuning);
+}
+
+TEST(Prefetcher, SettingsParseAsTheCliAndPythonTakeThem) {
+  EXPECT_EQ(parse_prefetch("auto", "--prefetch"), kPrefetchAuto);
+  EXPECT_EQ(parse_prefetch("0", "--prefetch"), 0);
+  EXPECT_EQ(parse_prefetch("4", "--prefetch"), 4);
+  for (const char* bad : {"", "-1", "two", "2x", "auto2", " 2"}) {
+    const std::string e = test::error_of([&] { parse_prefetch(bad, "--prefetch"); });
+    EXPECT_NE(e.find("prefetch must be 'auto' or a number"), std::string::npos) << bad << ": " << e;
+    EXPECT_NE(e.find("--prefetch"), std::string::npos) << e;
+  }
+  EXPECT_EQ(prefetch_name(kPrefetchAuto), "auto");
+  EXPECT_EQ(prefetch_name(3), "3");
+  EXPECT_EQ(prefetch_reach(kPrefetchAuto), kPrefetchAutoMaxDepth);
+  EXPECT_EQ(prefetch_reach(0), 0);
+  EXPECT_EQ(prefetch_reach(4), 4);
+}
+
+// kPrefetchAuto: the forwards' durations (first will_run to last has_run) go to the tuner, which switches the depth.
+// Here reading ahead makes every forward twice as long: the prefetcher stops reading ahead and says why.
+TEST_F(ThreeModules, AutoKeepsTheDepthWhoseForwardsAreShorter) {
+  Prefetcher p(kPrefetchAuto);
+  add_all(p);
+  std::vector<int> depths;
+  for (int forward = 0; forward < 10; ++forward) {
+    int depth = -1;
+    for (const void* id : {static_cast<const void*>(&a), static_cast<const void*>(&b), static_cast<const void*>(&c)}) {
+      p.will_run(id);
+      if (depth < 0) depth = p.depth();  // the first module's will_run ends the last forward: the depth may change
+      std::this_thread::sleep_for(std::chrono::milliseconds(depth == 2 ? 12 : 6));
+      p.has_run(id);
+    }
+    p.wait_idle();
+    const Names read = map->take();
+    if (depth == 0) EXPECT_TRUE(read.empty()) << "forward " << forward << " read ahead at depth 0";
+    depths.push_back(depth);
+  }
+  // Forwards 1 and 2 at depth 2 (the first confirms the order, the second is the first measured), then the probe.
+  EXPECT_EQ(depths[0], 2);
+  EXPECT_EQ(p.depth(), 0);
+  EXPECT_EQ(depths.back(), 0);
+  const PrefetchStatus s = p.status();
+  EXPECT_TRUE(s.self_tuning);
+  EXPECT_GE(s.probes, 1);
+  EXPECT_EQ(s.reason.rfind("depth 0:", 0), 0u) << s.reason;
+}
+
+TEST_F(ThreeModules, AutoWithoutHasRunMeasuresNothing) {
+  Prefetcher p(kPrefetchAuto);
+  add_all(p);
+  for (int forward = 0; forward < 10; ++forward) run(p, &a), run(p, &b), run(p, &c);
+  EXPECT_EQ(p.depth(), 2);
+  EXPECT_EQ(p.status().probes, 0);
+  EXPECT_TRUE(p.status().reason.empty());
 }
 
 // A model whose weights live in a map, hooked like cpu_offload with a shared prefetcher.
@@ -250,7 +311,7 @@ TEST(PrefetchHooks, DispatchAndDiskOffloadShareOnePrefetcherUnlessTurnedOff) {
   Tensor x = test::random_input({4, 3});
   const Tensor expected = reference(x);
   const DeviceMap map = {{"linear1", Device::disk()}, {"batchnorm", Device::cpu()}, {"linear2", Device::disk()}};
-  for (int depth : {0, 1, 2}) {
+  for (int depth : {0, 1, 2, kPrefetchAuto}) {
     test::ScratchDir dir;
     test::ModelForTest model;
     for (auto& [name, t] : reference.state_dict()) nn::set_module_tensor_to_device(model, name, Device::cpu(), t.clone());
@@ -260,22 +321,22 @@ TEST(PrefetchHooks, DispatchAndDiskOffloadShareOnePrefetcherUnlessTurnedOff) {
     dispatch_model(model, map, o);
     const auto p1 = find_align_devices_hook(*model.linear1)->options().prefetcher;
     const auto p2 = find_align_devices_hook(*model.linear2)->options().prefetcher;
-    EXPECT_EQ(p1 != nullptr, depth > 0);
+    EXPECT_EQ(p1 != nullptr, depth != 0);
     EXPECT_EQ(p1, p2);
     for (int forward = 0; forward < 2; ++forward) EXPECT_TRUE(same_values(model(x), expected)) << depth;
     if (p1) {
-      EXPECT_EQ(p1->depth(), depth);
+      EXPECT_EQ(p1->depth(), prefetch_reach(depth));
       p1->wait_idle();
       // Per forward: linear2's weight and bias while linear1 runs, then the next forward's linear1's.
       EXPECT_EQ(p1->prefetched(), 2u * 4u);
     }
   }
-  for (int depth : {0, 2}) {
+  for (int depth : {0, 2, kPrefetchAuto}) {
     test::ScratchDir dir;
     test::ModelForTest model;
     for (auto& [name, t] : reference.state_dict()) nn::set_module_tensor_to_device(model, name, Device::cpu(), t.clone());
     disk_offload(model, dir.path, Device::cpu(), false, {}, depth);
-    EXPECT_EQ(find_align_devices_hook(*model.linear1)->options().prefetcher != nullptr, depth > 0);
+    EXPECT_EQ(find_align_devices_hook(*model.linear1)->options().prefetcher != nullptr, depth != 0);
     EXPECT_TRUE(same_values(model(x), expected));
   }
 }
@@ -285,10 +346,10 @@ TEST(PrefetchHooks, NegativeDepthIsRefused) {
   test::ModelForTest model;
   DispatchOptions o;
   o.offload_dir = dir.path;
-  o.prefetch = -1;
+  o.prefetch = -2;  // -1 is kPrefetchAuto
   EXPECT_NE(test::error_of([&] { dispatch_model(model, {{"", Device::disk()}}, o); }).find("prefetch must be 0"),
             std::string::npos);
-  EXPECT_NE(test::error_of([&] { disk_offload(model, dir.path, Device::cpu(), false, {}, -1); }).find("prefetch"),
+  EXPECT_NE(test::error_of([&] { disk_offload(model, dir.path, Device::cpu(), false, {}, -2); }).find("prefetch"),
             std::string::npos);
 }
 

@@ -230,11 +230,28 @@ TEST_F(FerryCli, PlanJsonDetailsGivesTheReservationsAndTheirReasons) {
   EXPECT_TRUE(nlohmann::json::parse(accelerate.out)["reservations"].empty());  // Accelerate's own plan
 }
 
+// bench --disk measures the disk under a model's files; the test model is too small to measure a disk by, which it
+// says (and a missing -m is a usage error naming what to pass).
+TEST_F(FerryCli, BenchDiskSaysWhatItNeeds) {
+  CliRun small = ferry("bench --disk -m " + model_.string());
+  EXPECT_EQ(small.code, 1) << small.err;
+  EXPECT_TRUE(small.err.find("too little to measure") != std::string::npos ||
+              small.err.find("O_DIRECT") != std::string::npos)
+      << small.err;
+  CliRun none = ferry("bench --disk");
+  EXPECT_NE(none.code, 0);
+  EXPECT_CONTAINS(none.err, "-m MODEL");
+}
+
 TEST_F(FerryCli, DiskOffloadedGenerateIsTheSameWithAndWithoutPrefetch) {
   const std::string base = "generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --max-memory cpu=2MB "
                            "--offload-folder " + (dir_ / "prefetch-off").string();
-  CliRun ahead = ferry(base), sync = ferry(base + " --prefetch 0"), deeper = ferry(base + " --prefetch 4");
-  for (const CliRun* r : {&ahead, &sync, &deeper}) ASSERT_EQ(r->code, 0) << r->err;
+  CliRun ahead = ferry(base + " --prefetch 2"), sync = ferry(base + " --prefetch 0"),
+         deeper = ferry(base + " --prefetch 4"), automatic = ferry(base), said = ferry(base + " --prefetch auto");
+  for (const CliRun* r : {&ahead, &sync, &deeper, &automatic, &said}) ASSERT_EQ(r->code, 0) << r->err;
+  EXPECT_EQ(nlohmann::json::parse(automatic.out)["prefetch"]["setting"], "auto");
+  EXPECT_EQ(nlohmann::json::parse(said.out)["generated_ids"], nlohmann::json::parse(ahead.out)["generated_ids"]);
+  EXPECT_EQ(nlohmann::json::parse(automatic.out)["generated_ids"], nlohmann::json::parse(ahead.out)["generated_ids"]);
   const auto j = nlohmann::json::parse(ahead.out);
   EXPECT_EQ(j["device_map"]["model.layers.3"], "disk");
   EXPECT_EQ(nlohmann::json::parse(sync.out)["generated_ids"], j["generated_ids"]);
@@ -242,9 +259,12 @@ TEST_F(FerryCli, DiskOffloadedGenerateIsTheSameWithAndWithoutPrefetch) {
   CliRun resident = ferry("generate -m " + model_.string() + " --prompt-ids 1,5,9 -n 4 --json --device-map cpu");
   ASSERT_EQ(resident.code, 0) << resident.err;
   EXPECT_EQ(nlohmann::json::parse(resident.out)["generated_ids"], j["generated_ids"]);
-  CliRun bad = ferry(base + " --prefetch -1");
-  EXPECT_NE(bad.code, 0);
-  EXPECT_CONTAINS(bad.err, "--prefetch");
+  for (const char* value : {"-1", "two", "2x"}) {
+    CliRun bad = ferry(base + " --prefetch " + value);
+    EXPECT_NE(bad.code, 0) << value;
+    EXPECT_CONTAINS(bad.err, "--prefetch");
+    EXPECT_CONTAINS(bad.err, "'auto' or a number");
+  }
 }
 
 // Issue 14, case 1: a tied head (tie_word_embeddings, no lm_head.weight in the checkpoint) whose embedding lands on
@@ -322,20 +342,31 @@ TEST_F(FerryCli, OffloadIoModesGiveTheResidentIdsAndSayWhichRan) {
     EXPECT_EQ(j["generated_ids"], want);
     const bool direct = extra.find("direct") != std::string::npos;
     EXPECT_EQ(j["offload_io"], direct ? "direct" : "mmap");
+    const auto& io = j["disk_io"];
+    EXPECT_EQ(io["offload_io"], j["offload_io"]);
+    EXPECT_EQ(io["tokens"], 4);
     if (direct) {
-      EXPECT_GT(j["disk_io"]["bytes_read"].get<double>(), 0.0);
+      EXPECT_GT(io["bytes_read"].get<double>(), 0.0);
+      EXPECT_GT(io["bytes_per_token"].get<double>(), 0.0);
+      for (const char* key : {"wait_s_per_token", "compute_s_per_token", "overlap_s_per_token"})
+        EXPECT_GE(io[key].get<double>(), 0.0) << key;
+      EXPECT_EQ(io["evicted"], 0);  // reads ahead are never dropped; the order is right from the first forward here
     }
+    EXPECT_EQ(io["prefetch"]["setting"], extra.find("--prefetch 0") != std::string::npos ? "0" : "auto");
   }
   CliRun text = ferry(offloaded + " -n 2 --offload-io direct");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_CONTAINS(text.err, "disk reads: direct (O_DIRECT");
   EXPECT_CONTAINS(text.err, "cpu weights: copied into memory of their own");
   EXPECT_CONTAINS(text.err, "disk io: direct (");
-  EXPECT_CONTAINS(text.err, "read per forward");
-  CliRun mmap = ferry(offloaded + " -n 2 --offload-io mmap");
+  EXPECT_CONTAINS(text.err, "s waiting for reads, ");
+  EXPECT_CONTAINS(text.err, "s computing, ");
+  EXPECT_CONTAINS(text.err, "prefetch auto: depth 2");
+  CliRun mmap = ferry(offloaded + " -n 2 --offload-io mmap --prefetch 0");
   ASSERT_EQ(mmap.code, 0) << mmap.err;
-  EXPECT_CONTAINS(mmap.err, "disk io: mmap (page cache), ");
-  EXPECT_CONTAINS(mmap.err, "read from disk per forward");
+  EXPECT_CONTAINS(mmap.err, "disk io: mmap (page cache), per token: ");
+  EXPECT_CONTAINS(mmap.err, "read from disk");
+  EXPECT_CONTAINS(mmap.err, "prefetch 0: each module's weights are read when it starts");
   CliRun plan = ferry("plan " + model_.string() + " --max-memory cpu=2MB --mlock");
   ASSERT_EQ(plan.code, 0) << plan.err;
   EXPECT_CONTAINS(plan.out, "disk reads: mmap");

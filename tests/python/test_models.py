@@ -129,6 +129,21 @@ def test_offloaded_model_gives_the_same_logits(folders, llama, tmp_path):
     assert model.generate([PROMPT], max_new_tokens=6).tolist() == llama.generate([PROMPT], max_new_tokens=6).tolist()
 
 
+@pytest.mark.parametrize("prefetch", ["auto", 0, 2])
+def test_every_prefetch_setting_gives_the_same_ids(folders, llama, tmp_path, prefetch):
+    model = ferry.AutoModelForCausalLM.from_pretrained(folders["llama"], device_map="auto",
+                                                       max_memory={"cpu": "40KB"}, offload_folder=tmp_path,
+                                                       prefetch=prefetch)
+    assert "disk" in model.hf_device_map.values()
+    assert model.generate([PROMPT], max_new_tokens=6).tolist() == llama.generate([PROMPT], max_new_tokens=6).tolist()
+
+
+@pytest.mark.parametrize("prefetch", ["two", -1, 2.5, True, "2x"])
+def test_a_bad_prefetch_setting_is_refused(folders, prefetch):
+    with pytest.raises(ferry.InvalidValueError, match="prefetch"):
+        ferry.AutoModelForCausalLM.from_pretrained(folders["llama"], prefetch=prefetch)
+
+
 def test_model_properties(llama, folders):
     assert llama.hf_device_map is None
     assert llama.config["model_type"] == "llama"

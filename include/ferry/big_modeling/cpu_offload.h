@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/offload_io.h"
+#include "ferry/big_modeling/prefetch.h"
 #include "ferry/io/staged_reader.h"
 #include "ferry/io/state_dict.h"
 #include "ferry/nn/hooks.h"
@@ -29,13 +30,14 @@ nn::Module& cpu_offload(nn::Module& model, std::optional<Device> execution_devic
 /// folder — or, when the folder holds a safetensors checkpoint instead (model.safetensors or
 /// model.safetensors.index.json), straight from those shards, copying nothing. A meta model with neither is an
 /// error that says so (Accelerate fails with "Cannot copy out of meta tensor", #2129).
-/// Beyond Accelerate: `prefetch` modules ahead are read while one computes (big_modeling/prefetch.h); 0 reads
+/// Beyond Accelerate: `prefetch` modules ahead are read while one computes (big_modeling/prefetch.h; kPrefetchAuto:
+/// measured per run); 0 reads
 /// each module's weights when it starts, as Accelerate does. `offload_io` chooses page-cache views or O_DIRECT reads
 /// into a staging pool (DispatchOptions::offload_io; Auto decides by the folder's size against cacheable RAM).
 /// Accelerate: disk_offload(model, offload_dir, execution_device, offload_buffers, preload_module_classes)
 nn::Module& disk_offload(nn::Module& model, const std::filesystem::path& offload_dir,
                          std::optional<Device> execution_device = std::nullopt, bool offload_buffers = false,
-                         const std::vector<std::string>& preload_module_classes = {}, int prefetch = 2,
+                         const std::vector<std::string>& preload_module_classes = {}, int prefetch = kPrefetchAuto,
                          OffloadIo offload_io = OffloadIo::Auto);
 
 class CpuOffloadHook;

@@ -10,6 +10,7 @@
 
 #include "ferry/big_modeling/device_map.h"
 #include "ferry/big_modeling/offload_io.h"
+#include "ferry/big_modeling/prefetch.h"
 #include "ferry/io/offload.h"
 #include "ferry/io/state_dict.h"
 #include "ferry/nn/module.h"
@@ -33,8 +34,12 @@ struct DispatchOptions {
   /// Attach hooks even when the whole map is one device.
   bool force_hooks = false;
   /// Beyond Accelerate: how many offloaded modules ahead to read while one computes (big_modeling/prefetch.h).
-  /// 0: each module's weights are read when it starts, as Accelerate does. Outputs are identical either way.
-  int prefetch = 2;
+  /// kPrefetchAuto: measured per run (2 or 0, whichever makes the forwards shorter). 0: each module's weights are
+  /// read when it starts, as Accelerate does. Outputs are identical either way.
+  int prefetch = kPrefetchAuto;
+  /// Read ahead with this prefetcher (the caller keeps it to ask its status()) instead of one made from `prefetch`;
+  /// `prefetch` should still say its setting (it sizes the staging pool).
+  std::shared_ptr<Prefetcher> prefetcher;
   /// Beyond Accelerate: how disk-mapped weights are read. Mmap: views of the page cache (Accelerate's way; right
   /// when RAM can cache them). Direct: O_DIRECT reads through io_uring into a bounded staging pool
   /// (io/staged_reader.h; right when RAM is short). Auto: Direct when the disk-placed bytes exceed what RAM can
@@ -58,7 +63,8 @@ struct DispatchOptions {
 ///    serves both (RAM first, then the folder), tied weights are materialised once per device, and the root
 ///    returns outputs to the input's device;
 ///  - afterwards, Module::to on the model throws while weights are offloaded (and warns otherwise);
-///  - with offloaded modules and options.prefetch > 0, one Prefetcher shared by their hooks reads ahead; when the
+///  - with offloaded modules and options.prefetch not 0 (or options.prefetcher), one Prefetcher shared by their hooks
+///  reads ahead; when the
 ///    main device is an accelerator, the weights read ahead are also copied ahead (big_modeling/device_staging.h).
 void dispatch_model(nn::Module& model, const DeviceMap& device_map, const DispatchOptions& options = {});
 

@@ -13,6 +13,7 @@
 #include "ferry/big_modeling/device_map.h"
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/big_modeling/offload_io.h"
+#include "ferry/big_modeling/prefetch.h"
 #include "ferry/io/offload.h"
 #include "ferry/io/staged_reader.h"
 #include "ferry/nn/module.h"
@@ -85,8 +86,8 @@ struct LoadAndDispatchOptions {
   LoadProgressCallback on_progress;
   /// Bytes to keep free per device for the KV cache and activations (ferry; none = Accelerate's plan).
   std::vector<Reservation> reservations;
-  /// Beyond Accelerate: modules read ahead while one computes (DispatchOptions::prefetch).
-  int prefetch = 2;
+  /// Beyond Accelerate: modules read ahead while one computes (DispatchOptions::prefetch; default measured per run).
+  int prefetch = kPrefetchAuto;
   /// Beyond Accelerate: how disk weights are read (DispatchOptions::offload_io). For a mode, a direct plan reserves
   /// the staging pool from the cpu budget (plan_with_offload_io).
   OffloadIo offload_io = OffloadIo::Auto;

@@ -17,9 +17,9 @@
 namespace ferry {
 
 /// The staging pool direct disk reads need for `map`: the largest set of tensors one hook loads at once (a module's
-/// own disk-mapped tensors) times prefetch + 2 (the one computing, the ones read ahead, one being released), at
-/// least 16 MiB (the reader's reads in flight), at most the disk part; 0 when nothing is on disk. Counted in the
-/// plan's cpu budget when direct reads are used.
+/// own disk-mapped tensors) times prefetch_reach(prefetch) + 2 (kPrefetchAuto reads up to 2 ahead; the one computing,
+/// the ones read ahead, one being released), at least 16 MiB (the reader's reads in flight), at most the disk part; 0
+/// when nothing is on disk. Counted in the plan's cpu budget when direct reads are used.
 std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
 
 /// The accelerator that runs `map`'s offloaded modules: the first of its devices that is one (as dispatch_model
@@ -27,9 +27,9 @@ std::size_t staging_bytes_for(const nn::Module& model, const DeviceMap& map, int
 std::optional<Device> main_accelerator(const DeviceMap& map);
 
 /// Device memory the weights copied ahead need on the accelerator that runs `map`'s offloaded (cpu- and
-/// disk-placed) modules: the `prefetch` largest loads of one hook (a module's own offloaded tensors), which the
-/// prefetcher keeps on the device ahead of use (big_modeling/device_staging.h). 0 when the map has no accelerator,
-/// nothing offloaded, or prefetch is 0. Reserved on that device by plan_with_offload_io.
+/// disk-placed) modules: the prefetch_reach(prefetch) largest loads of one hook (a module's own offloaded tensors),
+/// which the prefetcher keeps on the device ahead of use (big_modeling/device_staging.h). 0 when the map has no
+/// accelerator, nothing offloaded, or prefetch is 0. Reserved on that device by plan_with_offload_io.
 std::size_t gpu_prefetch_bytes_for(const nn::Module& model, const DeviceMap& map, int prefetch);
 
 /// Bytes of the tensors `map` puts on disk.

@@ -23,6 +23,12 @@
 // read at once, ahead of the look-ahead's, and from then on the module counts as data-dependent — it is left out of
 // the order (neither read ahead by position nor learnt from), so the fixed modules around it keep their order.
 //
+// How far ahead to read is the machine's business: reading ahead hides the reads behind the compute when the disk is
+// the bottleneck, and can slow a forward whose cores it competes for (issue 41). Prefetcher(kPrefetchAuto) measures:
+// the forward's hooks also say when a module has run (has_run), so it knows each forward's duration (first module's
+// start to last module's end) and a PrefetchTuner (prefetch_tuner.h) switches the depth between 2 and 0, forward by
+// forward, to keep the faster; the choice and its reason are logged at info level when made (status()).
+//
 // Warm weights cost (almost) nothing: a module whose last two prefetches found every byte already in memory is only
 // looked at one time in eight after that, and checked again as soon as a prefetch has to read. A model whose weights
 // stay in the page cache thus runs as without a prefetcher, and one whose weights are evicted (bigger than RAM) is
@@ -32,6 +38,8 @@
 //   AlignDevicesOptions o;  o.prefetcher = prefetcher;  ...  // one prefetcher shared by every hook of the model
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -42,24 +50,48 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ferry/big_modeling/prefetch_tuner.h"
 #include "ferry/io/offload.h"
 
 namespace ferry {
 
+/// A prefetch setting (DispatchOptions::prefetch, `--prefetch auto`): the depth measured per run (see above).
+inline constexpr int kPrefetchAuto = -1;
+/// The deepest kPrefetchAuto reads ahead (what the staging pool and the GPU's copies ahead are sized for).
+inline constexpr int kPrefetchAutoMaxDepth = 2;
+/// The most modules a prefetch setting reads ahead: `prefetch`, or kPrefetchAutoMaxDepth for kPrefetchAuto.
+constexpr int prefetch_reach(int prefetch) {
+  return prefetch == kPrefetchAuto ? kPrefetchAutoMaxDepth : std::max(prefetch, 0);
+}
+/// "auto" or a depth.
+std::string prefetch_name(int prefetch);
+/// Reads "auto" or a depth (>= 0); throws ferry::Error naming `where` otherwise.
+int parse_prefetch(const std::string& text, const std::string& where);
+
+/// What a Prefetcher does now.
+struct PrefetchStatus {
+  int depth = 0;             ///< modules read ahead now
+  bool self_tuning = false;  ///< kPrefetchAuto: depth is measured
+  std::string reason;        ///< the tuner's latest choice and why; empty before its first
+  int probes = 0;            ///< the tuner's measurements so far
+};
+
 class Prefetcher {
  public:
-  /// `depth`: how many modules ahead to read (>= 1). The prefetch thread starts with the first add(): a prefetcher
-  /// no module registers with costs nothing.
-  explicit Prefetcher(int depth = 2);
+  /// `depth`: how many modules ahead to read (>= 1), or kPrefetchAuto. The prefetch thread starts with the first
+  /// add(): a prefetcher no module registers with costs nothing.
+  explicit Prefetcher(int depth = 2, PrefetchTunerOptions tuner = {});
   /// For an option such as DispatchOptions::prefetch: nullptr for 0 (synchronous loading), a prefetcher of that
-  /// depth above. Throws ferry::Error naming `where` for a negative depth.
+  /// depth above, a self-tuning one for kPrefetchAuto. Throws ferry::Error naming `where` for another negative.
   static std::shared_ptr<Prefetcher> create(int depth, const std::string& where);
   /// Stops the thread; queued advice is dropped (nothing waits for it).
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  int depth() const noexcept { return depth_; }
+  /// Modules read ahead now (kPrefetchAuto: the tuner's choice, which may change each forward).
+  int depth() const;
+  PrefetchStatus status() const;
 
   /// Registers a module, identified by `id` (its hook), whose forward reads `names` from `weights`. Registering
   /// an id again replaces its entry.
@@ -73,6 +105,8 @@ class Prefetcher {
   /// Module `id` will run soon, out of any fixed order (a routed expert): queue its weights now, before the
   /// look-ahead's, and treat it as data-dependent from now on (see above). Unknown ids are ignored.
   void announce(const void* id);
+  /// Module `id` has run (its forward returned): the end of a forward so far, for the tuner. Unknown ids are ignored.
+  void has_run(const void* id);
 
   /// Blocks until every queued module has been handed to its weights map (tests, benchmarks).
   void wait_idle();
@@ -107,8 +141,12 @@ class Prefetcher {
   std::size_t index_of(const void* id) const;  // modules_.size() when absent; caller holds mu_
   void reindex();                              // after modules_ changed; caller holds mu_
   void confirm_order();                        // caller holds mu_
+  std::string forward_started();               // a forward starts: feeds the tuner; caller holds mu_
 
-  const int depth_;
+  int depth_;
+  const std::unique_ptr<PrefetchTuner> tuner_;  // kPrefetchAuto
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point forward_start_{}, last_end_{};  // the running forward's first start, its last module's end
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::vector<Module> modules_;

@@ -14,14 +14,15 @@
 #include <variant>
 #include <vector>
 
-#include "ferry/big_modeling/device_map.h"  // DeviceMap
-#include "ferry/io/staged_reader.h"  // OffloadIo, StagedReader
+#include "ferry/big_modeling/device_map.h"       // DeviceMap
 #include "ferry/big_modeling/load_checkpoint.h"  // LoadProgressCallback
-#include "ferry/big_modeling/max_memory.h"  // MaxMemory
+#include "ferry/big_modeling/max_memory.h"       // MaxMemory
+#include "ferry/big_modeling/prefetch.h"         // kPrefetchAuto, Prefetcher
 #include "ferry/core/dtype.h"
+#include "ferry/io/staged_reader.h"  // OffloadIo, StagedReader
 #include "ferry/models/causal_lm.h"
-#include "ferry/models/seq2seq_lm.h"
 #include "ferry/models/config.h"
+#include "ferry/models/seq2seq_lm.h"
 
 namespace ferry::models {
 
@@ -53,8 +54,11 @@ struct FromPretrainedOptions {
   /// Called after each tensor is loaded (for progress bars); empty = none.
   LoadProgressCallback on_progress;
   /// Beyond HF: offloaded modules read this many modules ahead while one computes (DispatchOptions::prefetch);
-  /// 0 = each module's weights are read when it starts, as Accelerate does.
-  int prefetch = 2;
+  /// kPrefetchAuto (the default) = measured per run; 0 = each module's weights are read when it starts, as
+  /// Accelerate does.
+  int prefetch = kPrefetchAuto;
+  /// Reads ahead through this prefetcher when set (the caller keeps its status()); see DispatchOptions.
+  std::shared_ptr<Prefetcher> prefetcher;
   /// Beyond HF: how disk-placed weights are read (DispatchOptions::offload_io): auto, direct (O_DIRECT into a
   /// staging pool) or mmap (page cache).
   OffloadIo offload_io = OffloadIo::Auto;
