@@ -232,7 +232,9 @@ TEST_F(ThreeModules, AutoKeepsTheDepthWhoseForwardsAreShorter) {
     }
     p.wait_idle();
     const Names read = map->take();
-    if (depth == 0) EXPECT_TRUE(read.empty()) << "forward " << forward << " read ahead at depth 0";
+    if (depth == 0) {
+      EXPECT_TRUE(read.empty()) << "forward " << forward << " read ahead at depth 0";
+    }
     depths.push_back(depth);
   }
   // Forwards 1 and 2 at depth 2 (the first confirms the order, the second is the first measured), then the probe.
