@@ -80,21 +80,22 @@ std::string disk_io_text(const DiskIoReport& r) {
     line = fmt::format("disk io: mmap (page cache), per token: {} read from disk, {:.2f} GB/s over the run",
                        format_bytes(static_cast<int64_t>(r.bytes_per_token)), r.gb_per_s);
   } else {
-    line = fmt::format("disk io: direct ({}, {}), per token: {} read, {:.3f} s waiting for reads, {:.3f} s computing, "
-                       "{:.3f} s of reads overlapped; {:.2f} GB/s while reading",
-                       r.io_uring ? "io_uring" : "pread", r.o_direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT",
-                       format_bytes(static_cast<int64_t>(r.bytes_per_token)), *r.wait_s, *r.compute_s, *r.overlap_s,
-                       r.gb_per_s);
+    line = fmt::format(
+        "disk io: direct ({}, {}), per token: {} read, {:.3f} s waiting for reads, {:.3f} s computing, "
+        "{:.3f} s of reads overlapped; {:.2f} GB/s while reading",
+        r.io_uring ? "io_uring" : "pread", r.o_direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT",
+        format_bytes(static_cast<int64_t>(r.bytes_per_token)), *r.wait_s, *r.compute_s, *r.overlap_s, r.gb_per_s);
   }
   if (r.bound)
-    line += fmt::format(", {:.2f} of the disk's O_DIRECT bound ({:.2f} GB/s, {} {})", r.gb_per_s / r.bound->best.gb_per_s,
-                        r.bound->best.gb_per_s, r.bound->device, r.bound->measured_at);
-  else if (r.direct)
-    line += " (the disk's O_DIRECT bound: `ferry bench --disk -m MODEL` measures it)";
+    line += fmt::format(", {:.2f} of the disk's O_DIRECT bound ({:.2f} GB/s, {} {})",
+                        r.gb_per_s / r.bound->best.gb_per_s, r.bound->best.gb_per_s, r.bound->device,
+                        r.bound->measured_at);
+  else if (r.direct) line += " (the disk's O_DIRECT bound: `ferry bench --disk -m MODEL` measures it)";
   if (r.direct) {
     line += fmt::format("; staging peak {}", format_bytes(static_cast<int64_t>(r.staging_peak)));
     if (r.evicted > 0)
-      line += fmt::format("; {} of {} prefetched tensors dropped unused and read again", r.evicted, r.prefetched + r.evicted);
+      line += fmt::format("; {} of {} prefetched tensors dropped unused and read again", r.evicted,
+                          r.prefetched + r.evicted);
   }
   return line + "\n  " + prefetch_text(r);
 }
@@ -105,10 +106,11 @@ nlohmann::json disk_io_json(const DiskIoReport& r) {
                       {"tokens", r.tokens},
                       {"bytes_per_token", r.bytes_per_token},
                       {"gb_per_s", r.gb_per_s},
-                      {"prefetch", {{"setting", prefetch_name(r.prefetch_setting)},
-                                    {"depth", r.prefetch.depth},
-                                    {"reason", r.prefetch.reason},
-                                    {"probes", r.prefetch.probes}}}};
+                      {"prefetch",
+                       {{"setting", prefetch_name(r.prefetch_setting)},
+                        {"depth", r.prefetch.depth},
+                        {"reason", r.prefetch.reason},
+                        {"probes", r.prefetch.probes}}}};
   j["bytes_read"] = r.bytes_per_token * r.tokens;
   if (r.direct) {
     j["read_s"] = r.reading_s;  // reads in flight

@@ -34,8 +34,8 @@ struct DiskIoReport {
   /// Direct reads only (the page cache's waits are page faults nobody counts): per token, the time the forward
   /// waited for bytes, the rest of its time (computing), and the time reads were in flight while it computed.
   std::optional<double> wait_s, compute_s, overlap_s;
-  double gb_per_s = 0;  ///< direct: while reads were in flight; mmap: over the run
-  double reading_s = 0; ///< direct: seconds reads were in flight
+  double gb_per_s = 0;                     ///< direct: while reads were in flight; mmap: over the run
+  double reading_s = 0;                    ///< direct: seconds reads were in flight
   std::optional<io::DiskBandwidth> bound;  ///< the disk's O_DIRECT bound, when measured
   std::size_t staging_peak = 0;
   /// Direct: tensors taken, those whose read a prefetch had started, and prefetched reads dropped unused (read for

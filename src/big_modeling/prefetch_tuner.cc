@@ -99,7 +99,7 @@ void PrefetchTuner::observe(double seconds) {
       chosen_median_ = 0;
       start_probe();
     }
-    return;                                              // the same depth runs again
+    return;  // the same depth runs again
   }
   const std::size_t n = o_.depths.size();
   probe_[next_ % n].push_back(seconds);

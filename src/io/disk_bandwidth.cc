@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -81,7 +81,8 @@ double read_point(io_uring& ring, const std::vector<OpenFile>& files, std::size_
       ++in_flight;
     }
     const int submitted = io_uring_submit(&ring);
-    if (submitted < 0) throw Error(std::string("io_uring_submit failed: ") + std::strerror(-submitted), "disk bandwidth");
+    if (submitted < 0)
+      throw Error(std::string("io_uring_submit failed: ") + std::strerror(-submitted), "disk bandwidth");
     io_uring_cqe* cqe = nullptr;
     const int rc = io_uring_wait_cqe(&ring, &cqe);
     if (rc < 0) throw Error(std::string("io_uring_wait_cqe failed: ") + std::strerror(-rc), "disk bandwidth");

@@ -28,10 +28,20 @@ constexpr NamePair kLlamaGgufBlocks[] = {
     {"ffn_down", "mlp.down_proj"},
 };
 constexpr GgufTensorNames kLlamaGgufNames{kLlamaGgufGlobals, "model.layers", kLlamaGgufBlocks};
+constexpr NamePair kQwen3GgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+constexpr GgufTensorNames kQwen3GgufNames{kLlamaGgufGlobals, "model.layers", kQwen3GgufBlocks};
 
 constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames};
 constexpr GgufArchitecture kGgufQwen2{"qwen2", "Qwen2ForCausalLM", /*interleaved_qk_rows=*/false, &kLlamaGgufNames};
-constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufQwen2};
+constexpr GgufArchitecture kGgufQwen3{"qwen3", "Qwen3ForCausalLM", /*interleaved_qk_rows=*/false, &kQwen3GgufNames};
+constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufQwen2, &kGgufQwen3};
 
 // ---- tied parameters --------------------------------------------------------------------------------------------
 
@@ -52,22 +62,58 @@ std::shared_ptr<LanguageModel> build_gptj(const ConfigJson& c, DType d) { return
 std::shared_ptr<LanguageModel> build_t5(const ConfigJson& c, DType d) { return make_t5(c, d); }
 
 const Architecture kArchitectures[] = {
-    {.name = "LlamaForCausalLM", .model_type = "llama", .build = build_llama<kLlamaVariant>,
-     .no_split_module = "LlamaDecoderLayer", .tied_keys = kLlamaTied, .gguf = &kGgufLlama},
-    {.name = "MistralForCausalLM", .model_type = "mistral", .build = build_llama<kMistralVariant>,
-     .no_split_module = "MistralDecoderLayer", .tied_keys = kLlamaTied, .gguf = &kGgufLlama},
-    {.name = "Qwen2ForCausalLM", .model_type = "qwen2", .build = build_llama<kQwen2Variant>,
-     .no_split_module = "Qwen2DecoderLayer", .tied_keys = kLlamaTied, .gguf = &kGgufQwen2},
-    {.name = "GPT2LMHeadModel", .model_type = "gpt2", .build = build_gpt2, .no_split_module = "GPT2Block",
+    {.name = "LlamaForCausalLM",
+     .model_type = "llama",
+     .build = build_llama<kLlamaVariant>,
+     .no_split_module = "LlamaDecoderLayer",
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufLlama},
+    {.name = "MistralForCausalLM",
+     .model_type = "mistral",
+     .build = build_llama<kMistralVariant>,
+     .no_split_module = "MistralDecoderLayer",
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufLlama},
+    {.name = "Qwen2ForCausalLM",
+     .model_type = "qwen2",
+     .build = build_llama<kQwen2Variant>,
+     .no_split_module = "Qwen2DecoderLayer",
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufQwen2},
+    {.name = "Qwen3ForCausalLM",
+     .model_type = "qwen3",
+     .build = build_llama<kQwen3Variant>,
+     .no_split_module = "Qwen3DecoderLayer",
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufQwen3},
+    {.name = "GPT2LMHeadModel",
+     .model_type = "gpt2",
+     .build = build_gpt2,
+     .no_split_module = "GPT2Block",
      .tied_keys = kGpt2Tied},
-    {.name = "GPTJForCausalLM", .model_type = "gptj", .build = build_gptj, .no_split_module = "GPTJBlock",
+    {.name = "GPTJForCausalLM",
+     .model_type = "gptj",
+     .build = build_gptj,
+     .no_split_module = "GPTJBlock",
      .tied_keys = kGpt2Tied},
-    {.name = "T5ForConditionalGeneration", .model_type = "t5", .encoder_decoder = true, .build = build_t5,
-     .no_split_module = "T5Block", .tied_keys = kT5Tied},
-    {.name = "MT5ForConditionalGeneration", .model_type = "mt5", .encoder_decoder = true, .build = build_t5,
-     .no_split_module = "T5Block", .tied_keys = kT5Tied},
-    {.name = "UMT5ForConditionalGeneration", .model_type = "umt5", .encoder_decoder = true, .build = build_t5,
-     .no_split_module = "T5Block", .tied_keys = kT5Tied},
+    {.name = "T5ForConditionalGeneration",
+     .model_type = "t5",
+     .encoder_decoder = true,
+     .build = build_t5,
+     .no_split_module = "T5Block",
+     .tied_keys = kT5Tied},
+    {.name = "MT5ForConditionalGeneration",
+     .model_type = "mt5",
+     .encoder_decoder = true,
+     .build = build_t5,
+     .no_split_module = "T5Block",
+     .tied_keys = kT5Tied},
+    {.name = "UMT5ForConditionalGeneration",
+     .model_type = "umt5",
+     .encoder_decoder = true,
+     .build = build_t5,
+     .no_split_module = "T5Block",
+     .tied_keys = kT5Tied},
 };
 
 bool all_digits(std::string_view s) {

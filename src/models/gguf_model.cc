@@ -39,7 +39,7 @@ const GgufArchitecture& gguf_architecture(const io::GgufFile& f) {
   const GgufArchitecture* g = find_gguf_architecture(arch);
   if (!g)
     unsupported(f, "general.architecture", "GGUF architecture \"" + arch + "\" is not supported",
-                "ferry reads llama (Llama, Mistral) and qwen2 GGUF files; use the Hugging Face folder instead");
+                "ferry reads llama (Llama, Mistral), qwen2 and qwen3 GGUF files; use the Hugging Face folder instead");
   return *g;
 }
 
@@ -88,6 +88,7 @@ ConfigJson gguf_config(const io::GgufFile& f) {
     c["mlp_bias"] = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
   } else {
     c["use_sliding_window"] = false;
+    c["attention_bias"] = f.find_tensor("blk.0.attn_q.bias") != nullptr;  // qwen3 (qwen2 always has q/k/v biases)
   }
   return ConfigJson::from_json(std::move(c), f.where());
 }

@@ -1,6 +1,7 @@
-// Llama, Mistral and Qwen2 causal LMs, after transformers' modeling_llama.py (LLaMA: arXiv 2302.13971; Llama 2:
-// arXiv 2307.09288), modeling_mistral.py (arXiv 2310.06825) and modeling_qwen2.py. One implementation serves the
-// three: they differ only in which projections carry a bias and which layers use sliding-window attention.
+// Llama, Mistral, Qwen2 and Qwen3 causal LMs, after transformers' modeling_llama.py (LLaMA: arXiv 2302.13971; Llama
+// 2: arXiv 2307.09288), modeling_mistral.py (arXiv 2310.06825), modeling_qwen2.py and modeling_qwen3.py (Qwen3:
+// arXiv 2505.09388). One implementation serves the four: they differ in which projections carry a bias, which layers
+// use sliding-window attention, and (Qwen3) an RMSNorm of each query and key head before RoPE.
 //
 // Where ferry differs from transformers, and why:
 //  - Activations are f32 whatever the weights' dtype (ops convert weights on the fly); transformers computes in the
@@ -38,8 +39,8 @@ void read_mistral_keys(const ConfigJson& j, LlamaConfig& c) {
   if (const std::optional<int64_t> w = sliding_window_key(j)) c.sliding_window.assign(c.sliding_window.size(), *w);
 }
 
-void read_qwen2_keys(const ConfigJson& j, LlamaConfig& c) {
-  c.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without, whatever the config says
+// Qwen2 and Qwen3: sliding windows per use_sliding_window, layer_types or max_window_layers.
+void read_qwen_sliding_windows(const ConfigJson& j, LlamaConfig& c) {
   if (!j.get_bool("use_sliding_window", false)) return;  // sliding_window is then not read at all
   const std::optional<int64_t> w = sliding_window_key(j);
   if (!w) return;
@@ -61,6 +62,18 @@ void read_qwen2_keys(const ConfigJson& j, LlamaConfig& c) {
   for (int64_t i = first < 0 ? 0 : first; i < c.num_hidden_layers; ++i) windows[static_cast<std::size_t>(i)] = *w;
 }
 
+void read_qwen2_keys(const ConfigJson& j, LlamaConfig& c) {
+  c.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o_proj without, whatever the config says
+  read_qwen_sliding_windows(j, c);
+}
+
+void read_qwen3_keys(const ConfigJson& j, LlamaConfig& c) {
+  c.qkv_bias = c.o_proj_bias = j.get_bool("attention_bias", false);  // Qwen3Attention: all four, or none
+  c.qk_norm = true;
+  if (!j.json().contains("head_dim")) c.head_dim = 128;  // Qwen3Config's default, not hidden_size / heads
+  read_qwen_sliding_windows(j, c);
+}
+
 void require_positive(const ConfigJson& j, const char* key, int64_t v) {
   if (v <= 0) j.fail("\"" + std::string(key) + "\" must be positive, got " + std::to_string(v));
 }
@@ -72,6 +85,7 @@ void require_positive(const ConfigJson& j, const char* key, int64_t v) {
 const LlamaVariant kLlamaVariant{"LlamaForCausalLM", "Llama", "llama", 2048, 0, read_llama_keys};
 const LlamaVariant kMistralVariant{"MistralForCausalLM", "Mistral", "mistral", 4096 * 32, 8, read_mistral_keys};
 const LlamaVariant kQwen2Variant{"Qwen2ForCausalLM", "Qwen2", "qwen2", 32768, 32, read_qwen2_keys};
+const LlamaVariant kQwen3Variant{"Qwen3ForCausalLM", "Qwen3", "qwen3", 32768, 32, read_qwen3_keys};
 
 LlamaConfig LlamaConfig::from_json(const ConfigJson& j, const LlamaVariant& d) {
   LlamaConfig c;
@@ -140,6 +154,12 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, int64_t layer_idx, DType dt
   k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_out, c.qkv_bias, dtype));
   v_proj = register_module("v_proj", std::make_shared<nn::Linear>(c.hidden_size, kv_out, c.qkv_bias, dtype));
   o_proj = register_module("o_proj", std::make_shared<nn::Linear>(q_out, c.hidden_size, c.o_proj_bias, dtype));
+  if (c.qk_norm) {
+    q_norm = register_module("q_norm",
+                             std::make_shared<LlamaRMSNorm>(prefix_ + "RMSNorm", head_dim_, c.rms_norm_eps, dtype));
+    k_norm = register_module("k_norm",
+                             std::make_shared<LlamaRMSNorm>(prefix_ + "RMSNorm", head_dim_, c.rms_norm_eps, dtype));
+  }
 }
 
 // x: [T, C] -> [T, C]
@@ -152,6 +172,10 @@ nn::Value LlamaAttention::forward(const nn::Args& args) {
   Tensor q = (*q_proj)(x).reshape({t, num_heads_, head_dim_});
   Tensor k = (*k_proj)(x).reshape({t, num_key_value_heads_, head_dim_});
   Tensor v = (*v_proj)(x).reshape({t, num_key_value_heads_, head_dim_});
+  if (q_norm) {  // Qwen3: each head's query and key normalised over head_dim, before the rotation
+    q = (*q_norm)(q);
+    k = (*k_norm)(k);
+  }
   ops::apply_rotary_(q, position_ids, inv_freq, rope_layout_);
   ops::apply_rotary_(k, position_ids, inv_freq, rope_layout_);
 

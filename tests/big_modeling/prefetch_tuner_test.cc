@@ -14,9 +14,9 @@ namespace ferry {
 namespace {
 
 struct Timeline {
-  double total = 0;              // seconds the run took
-  std::map<int, int> forwards;   // depth -> forwards run at it
-  std::vector<int> depths;       // the depth of each forward
+  double total = 0;             // seconds the run took
+  std::map<int, int> forwards;  // depth -> forwards run at it
+  std::vector<int> depths;      // the depth of each forward
 };
 
 // Runs `n` forwards; `seconds(depth, k)` is what forward k takes at `depth`.

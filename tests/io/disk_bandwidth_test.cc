@@ -16,7 +16,8 @@ using iotest::TempDir;
 void write_file(const std::filesystem::path& path, std::size_t bytes) {
   std::ofstream out(path, std::ios::binary);
   std::string block(1 << 20, '\x5a');
-  for (std::size_t done = 0; done < bytes; done += block.size()) out.write(block.data(), static_cast<std::streamsize>(std::min(block.size(), bytes - done)));
+  for (std::size_t done = 0; done < bytes; done += block.size())
+    out.write(block.data(), static_cast<std::streamsize>(std::min(block.size(), bytes - done)));
 }
 
 // Points the cache at a folder of the test's for its lifetime.
@@ -151,8 +152,9 @@ TEST(DiskBandwidth, MalformedCacheEntriesAreIgnored) {
        })
     EXPECT_EQ(parse_disk_bandwidth_cache(bad, device), std::nullopt) << bad;
   // Grid points the reader cannot use are dropped; the entry stays.
-  const auto mixed = parse_disk_bandwidth_cache(
-      "{\"" + device + "\": {\"best\": " + good + R"(, "grid": [{"request_bytes": 3}, )" + good + "]}}", device);
+  const auto mixed = parse_disk_bandwidth_cache("{\"" + device + "\": {\"best\": " + good +
+                                                    R"(, "grid": [{"request_bytes": 3}, )" + good + "]}}",
+                                                device);
   ASSERT_TRUE(mixed.has_value());
   EXPECT_EQ(mixed->grid.size(), 1u);
 }

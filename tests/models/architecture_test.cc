@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gpt2.h"
@@ -94,6 +96,33 @@ TEST(LlamaArchitecture, MistralAndQwen2CarryTheirClassNames) {
   const auto params = qwen2->named_parameters();
   EXPECT_EQ(params.front().first, "model.embed_tokens.weight");
   EXPECT_NE(params.back().first, "lm_head.weight");
+}
+
+// Qwen3: q_norm / k_norm over head_dim after o_proj (transformers' registration order), no q/k/v biases unless
+// attention_bias (then on all four), head_dim 128 when the config has none.
+TEST(LlamaArchitecture, Qwen3NormsEachQueryAndKeyHead) {
+  auto qwen3 = build_empty(test::tiny_qwen3_config());
+  EXPECT_EQ(qwen3->type_name(), "Qwen3ForCausalLM");
+  EXPECT_EQ(qwen3->info().block_class, "Qwen3DecoderLayer");
+  EXPECT_EQ(type_at(*qwen3, "model.layers.0.self_attn.q_norm"), "Qwen3RMSNorm");
+  EXPECT_EQ(get_module_tensor_shape(*qwen3, "model.layers.0.self_attn.q_norm.weight"), (Shape{12}));
+  EXPECT_EQ(get_module_tensor_shape(*qwen3, "model.layers.1.self_attn.k_norm.weight"), (Shape{12}));
+  EXPECT_EQ(get_module_tensor_shape(*qwen3, "model.layers.0.self_attn.q_proj.weight"), (Shape{48, 32}));
+  std::vector<std::string> want = llama_keys(false, true);
+  for (int i = 1; i >= 0; --i) {  // after each layer's o_proj
+    const std::string o = "model.layers." + std::to_string(i) + ".self_attn.o_proj.weight";
+    auto at = std::find(want.begin(), want.end(), o) + 1;
+    want.insert(at, {"model.layers." + std::to_string(i) + ".self_attn.q_norm.weight",
+                     "model.layers." + std::to_string(i) + ".self_attn.k_norm.weight"});
+  }
+  EXPECT_THAT(keys(*qwen3), ElementsAreArray(want));
+  nlohmann::json c = test::tiny_qwen3_config();
+  c.erase("head_dim");
+  c["attention_bias"] = true;
+  auto defaults = build_empty(c);
+  EXPECT_EQ(get_module_tensor_shape(*defaults, "model.layers.0.self_attn.q_proj.weight"), (Shape{4 * 128, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*defaults, "model.layers.0.self_attn.o_proj.bias"), (Shape{32}));
+  EXPECT_EQ(get_module_tensor_shape(*defaults, "model.layers.0.self_attn.k_proj.bias"), (Shape{2 * 128}));
 }
 
 TEST(LlamaArchitecture, BiasesAndHeadDimFromConfig) {

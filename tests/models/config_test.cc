@@ -140,7 +140,8 @@ TEST(ResolveArchitecture, ArchitecturesFirstThenModelType) {
   // transformers' AutoModelForCausalLM goes by model_type, so a base-model class name still loads.
   EXPECT_EQ(resolve_architecture(cfg({{"architectures", {"LlamaModel"}}, {"model_type", "llama"}})), "LlamaForCausalLM");
   EXPECT_THAT(supported_architectures(), ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                                     "GPT2LMHeadModel", "GPTJForCausalLM"));
+                                                     "Qwen3ForCausalLM", "GPT2LMHeadModel", "GPTJForCausalLM"));
+  EXPECT_EQ(resolve_architecture(cfg({{"model_type", "qwen3"}})), "Qwen3ForCausalLM");
 }
 
 TEST(ResolveArchitecture, UnknownArchitectureNamesBothKeysAndListsSupported) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -83,9 +84,11 @@ class GgufOracle : public ::testing::Test {
 
 TEST_F(GgufOracle, LlamaCppConvertedFilesComputeWhatTheFolderComputes) {
   nlohmann::json qwen2 = test::tiny_qwen2_config();
-  qwen2["use_sliding_window"] = false;  // llama.cpp's qwen2 has no sliding window
+  qwen2["use_sliding_window"] = false;  // llama.cpp's qwen2 and qwen3 have no sliding window
+  nlohmann::json qwen3 = test::tiny_qwen3_config();
+  qwen3["use_sliding_window"] = false;
   for (const auto& [name, config] : {std::pair{std::string("llama"), test::tiny_llama_config()},
-                                     std::pair{std::string("qwen2"), qwen2}}) {
+                                     std::pair{std::string("qwen2"), qwen2}, std::pair{std::string("qwen3"), qwen3}}) {
     SCOPED_TRACE(name);
     test::TempDir root;
     const fs::path folder = root.path() / name;
@@ -113,6 +116,45 @@ TEST_F(GgufOracle, LlamaCppConvertedFilesComputeWhatTheFolderComputes) {
     EXPECT_GT(err, 0.0);
     EXPECT_LT(err, 0.02 * test::max_abs(want)) << "q8_0";
   }
+}
+
+// Qwen3 (q/k norms per head, head_dim not hidden / heads): llama.cpp itself runs the file its converter wrote from a
+// transformers-shaped folder, and its logits are ferry's.
+TEST_F(GgufOracle, LlamaCppRunsAQwen3FileAsFerryDoes) {
+  test::TempDir root;
+  const fs::path folder = root.path() / "qwen3";
+  nlohmann::json config = test::tiny_qwen3_config();
+  config["use_sliding_window"] = false;
+  config["vocab_size"] = 128;
+  nn::manual_seed(13);
+  test::write_random_hf_folder(folder, config, DType::F32);
+  const fs::path gguf = root.path() / "qwen3.gguf";
+  ASSERT_EQ(test::run_reference_script(*python_, "gguf_convert.py",
+                                       {converter_.string(), folder.string(), gguf.string(), "f32", "--vocab-none"},
+                                       gguf.string() + ".log"),
+            "");
+  const fs::path json = root.path() / "llama_cpp.json";
+  ASSERT_EQ(test::run_reference_script(*python_, "llama_cpp_logits.py",
+                                       {gguf.string(), json.string(), "3,14,15,92,65,35,89,7"}, json.string() + ".log"),
+            "");
+  std::ifstream in(json);
+  const auto want = nlohmann::json::parse(in)["logits"].get<std::vector<double>>();
+  auto model = AutoModelForCausalLM::from_pretrained(gguf);
+  EXPECT_EQ(model->type_name(), "Qwen3ForCausalLM");
+  const auto got = model->logits(prompt(), model->make_cache(), 1).to_vector<float>();  // the last position
+  ASSERT_EQ(got.size(), want.size());
+  double diff = 0, scale = 0;
+  std::size_t ours = 0, theirs = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+    if (got[i] > got[ours]) ours = i;
+    if (want[i] > want[theirs]) theirs = i;
+  }
+  EXPECT_LE(diff, 1e-4 * scale);  // both f32, up to summation order
+  EXPECT_EQ(ours, theirs) << "the greedy token";
+  std::printf("qwen3 f32: ferry vs llama.cpp on llama.cpp's file, logits max diff %.2e (max |logit| %.2f)\n", diff,
+              scale);
 }
 
 TEST_F(GgufOracle, DeviceMapsApplyToGgufModels) {

@@ -48,6 +48,10 @@ def main():
     def no_vocab(self):  # the weights are under test, not the vocabulary
         if vocab_none:
             self.gguf_writer.add_tokenizer_model("none")
+            # llama.cpp then takes the vocabulary's size from {arch}.vocab_size, which only some of the converter's
+            # models write themselves (LlamaModel does; Qwen2Model and Qwen3Model do not).
+            if "vocab_size" in self.hparams and not isinstance(self, c.LlamaModel):
+                self.gguf_writer.add_vocab_size(self.hparams["vocab_size"])
     if "--with-vocab" not in sys.argv[5:]:
         for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model):
             cls.set_vocab = no_vocab

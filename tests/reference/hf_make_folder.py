@@ -34,6 +34,7 @@ CONFIG_CLASSES = {
     "LlamaForCausalLM": "LlamaConfig",
     "MistralForCausalLM": "MistralConfig",
     "Qwen2ForCausalLM": "Qwen2Config",
+    "Qwen3ForCausalLM": "Qwen3Config",
     "GPT2LMHeadModel": "GPT2Config",
     "GPTJForCausalLM": "GPTJConfig",
 }

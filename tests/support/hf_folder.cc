@@ -170,6 +170,10 @@ std::vector<HfCase> reference_cases() {
   const json mistral = with(llama, {{"sliding_window", 4}});
   const json qwen2 = with(llama, {{"use_sliding_window", true}, {"sliding_window", 5}, {"max_window_layers", 1},
                                   {"tie_word_embeddings", true}});
+  // Qwen3: head_dim 24 (not 64 / 4), q/k norms; sliding windows on the upper layer; one untied with biases.
+  const json qwen3 = with(qwen2, {{"head_dim", 24}});
+  const json qwen3_bias =
+      with(qwen3, {{"attention_bias", true}, {"tie_word_embeddings", false}, {"use_sliding_window", false}});
   const json gpt2 = {{"vocab_size", 128}, {"n_embd", 64}, {"n_layer", 2}, {"n_head", 4}, {"n_positions", 64}};
   const json gptj = {{"vocab_size", 128}, {"n_embd", 64}, {"n_layer", 2}, {"n_head", 4}, {"n_positions", 64},
                      {"rotary_dim", 8}};
@@ -180,6 +184,7 @@ std::vector<HfCase> reference_cases() {
   for (const auto& [suffix, dtype] : dtypes) {
     cases.push_back({"llama_gqa_tied_" + suffix, "LlamaForCausalLM", dtype, gqa_tied});
     cases.push_back({"qwen2_bias_sliding_" + suffix, "Qwen2ForCausalLM", dtype, qwen2});
+    cases.push_back({"qwen3_qknorm_sliding_" + suffix, "Qwen3ForCausalLM", dtype, qwen3});
     cases.push_back({"gpt2_" + suffix, "GPT2LMHeadModel", dtype, gpt2});
     cases.push_back({"gptj_" + suffix, "GPTJForCausalLM", dtype, gptj});
   }
@@ -187,6 +192,7 @@ std::vector<HfCase> reference_cases() {
   cases.push_back({"llama_rope_llama3_f32", "LlamaForCausalLM", "float32", llama3});
   cases.push_back({"llama_rope_linear_f32", "LlamaForCausalLM", "float32", linear});
   cases.push_back({"mistral_sliding_f32", "MistralForCausalLM", "float32", mistral});
+  cases.push_back({"qwen3_bias_untied_f32", "Qwen3ForCausalLM", "float32", qwen3_bias});
   cases.push_back({"mistral_sliding_bf16", "MistralForCausalLM", "bfloat16", mistral});
   cases.push_back({"llama_sharded_f32", "LlamaForCausalLM", "float32", llama, "sharded"});
   cases.push_back({"llama_bin_tied_f32", "LlamaForCausalLM", "float32", gqa_tied, "bin"});
@@ -240,7 +246,7 @@ std::shared_ptr<models::Seq2SeqLM> write_random_seq2seq_folder(const fs::path& f
 
 std::vector<std::pair<std::string, nlohmann::json>> tiny_causal_configs() {
   return {{"llama", tiny_llama_config()}, {"mistral", tiny_mistral_config()}, {"qwen2", tiny_qwen2_config()},
-          {"gpt2", tiny_gpt2_config()},   {"gptj", tiny_gptj_config()}};
+          {"qwen3", tiny_qwen3_config()}, {"gpt2", tiny_gpt2_config()},       {"gptj", tiny_gptj_config()}};
 }
 
 nlohmann::json tiny_t5_config() {
@@ -274,6 +280,14 @@ nlohmann::json tiny_qwen2_config() {
   c["use_sliding_window"] = true;
   c["sliding_window"] = 3;
   c["max_window_layers"] = 1;
+  return c;
+}
+
+nlohmann::json tiny_qwen3_config() {
+  nlohmann::json c = tiny_qwen2_config();
+  c["architectures"] = {"Qwen3ForCausalLM"};
+  c["model_type"] = "qwen3";
+  c["head_dim"] = 12;  // not hidden_size / heads (8), as in Qwen3 checkpoints
   return c;
 }
 

@@ -81,6 +81,7 @@ std::vector<std::pair<std::string, nlohmann::json>> tiny_causal_configs();      
 nlohmann::json tiny_llama_config();   // GQA 4/2 heads, untied
 nlohmann::json tiny_mistral_config(); // sliding_window 3
 nlohmann::json tiny_qwen2_config();   // q/k/v biases, tied, sliding window on layer 1
+nlohmann::json tiny_qwen3_config();   // Qwen2 + q/k norms per head, head_dim 12 (not 32 / 4)
 nlohmann::json tiny_gpt2_config();
 nlohmann::json tiny_gptj_config();    // rotary_dim 4 of head 8
 

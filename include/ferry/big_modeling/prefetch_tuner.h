@@ -74,15 +74,15 @@ class PrefetchTuner {
 
   PrefetchTunerOptions o_;
   int depth_;
-  int chosen_;                             // the depth kept between probes
-  double chosen_median_ = 0;               // its median in the last probe
+  int chosen_;                // the depth kept between probes
+  double chosen_median_ = 0;  // its median in the last probe
   bool probing_ = true;
   bool decided_ = false;
   int probes_ = 0;
-  std::size_t next_ = 0;                   // index into the probe's schedule
+  std::size_t next_ = 0;                    // index into the probe's schedule
   std::vector<std::vector<double>> probe_;  // per candidate (o_.depths' order), the forwards counted
-  std::vector<double> recent_;             // the last forwards at the chosen depth (at most o_.samples)
-  int since_choice_ = 0;                   // forwards counted since the last probe ended
+  std::vector<double> recent_;              // the last forwards at the chosen depth (at most o_.samples)
+  int since_choice_ = 0;                    // forwards counted since the last probe ended
   int outliers_in_a_row_ = 0;
   std::string reason_;
 };

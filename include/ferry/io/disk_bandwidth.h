@@ -27,11 +27,11 @@ struct DiskReadPoint {
 };
 
 struct DiskBandwidth {
-  std::string device;                ///< the block device, "vda (254:0)" (device_of)
-  std::vector<DiskReadPoint> grid;   ///< every point measured
-  DiskReadPoint best;                ///< the fastest: the bound
-  std::string measured_at;           ///< UTC, ISO 8601
-  std::size_t bytes_per_point = 0;   ///< bytes read for each point
+  std::string device;               ///< the block device, "vda (254:0)" (device_of)
+  std::vector<DiskReadPoint> grid;  ///< every point measured
+  DiskReadPoint best;               ///< the fastest: the bound
+  std::string measured_at;          ///< UTC, ISO 8601
+  std::size_t bytes_per_point = 0;  ///< bytes read for each point
 };
 
 struct DiskBandwidthOptions {

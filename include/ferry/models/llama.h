@@ -44,12 +44,14 @@ struct LlamaVariant {
 };
 /// Llama: attention_bias, mlp_bias, full attention. Mistral: sliding_window on every layer (4096 when absent).
 /// Qwen2: q/k/v with bias; sliding windows per use_sliding_window, layer_types or max_window_layers.
-extern const LlamaVariant kLlamaVariant, kMistralVariant, kQwen2Variant;
+/// Qwen3: Qwen2's sliding windows, attention_bias on all four projections, RMSNorm of each head's queries and keys
+/// before RoPE (q_norm, k_norm), head_dim 128 when absent.
+extern const LlamaVariant kLlamaVariant, kMistralVariant, kQwen2Variant, kQwen3Variant;
 
-/// LlamaConfig / MistralConfig / Qwen2Config: config.json keys, transformers' defaults, validated once.
+/// LlamaConfig / MistralConfig / Qwen2Config / Qwen3Config: config.json keys, transformers' defaults, validated once.
 struct LlamaConfig {
   std::string architecture = "LlamaForCausalLM";
-  std::string class_prefix = "Llama";  // "Llama", "Mistral" or "Qwen2"
+  std::string class_prefix = "Llama";  // "Llama", "Mistral", "Qwen2" or "Qwen3"
   std::string model_type = "llama";
   int64_t vocab_size = 0;          // required
   int64_t hidden_size = 0;         // required
@@ -65,6 +67,7 @@ struct LlamaConfig {
   bool qkv_bias = false;   // Llama: attention_bias; Qwen2: always; Mistral: never
   bool o_proj_bias = false;  // Llama: attention_bias
   bool mlp_bias = false;     // Llama: mlp_bias
+  bool qk_norm = false;      // Qwen3: RMSNorm over head_dim of each query and key head, before RoPE
   nn::RopeParameters rope;
   /// How q/k pair up for RoPE: HF's rotate-half (default), or adjacent pairs when the weights keep llama.cpp's q/k
   /// row order (config key "rope_interleaved": true, a ferry extension that gguf_config sets for llama GGUF files,
@@ -118,6 +121,7 @@ class LlamaAttention : public nn::Module {
   using nn::Module::operator();
 
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<nn::RMSNorm> q_norm, k_norm;  // LlamaConfig::qk_norm (Qwen3); null otherwise
 
  private:
   std::string prefix_;
