@@ -15,7 +15,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 
+#include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/logging.h"
 #include "ferry/io/safetensors.h"
@@ -189,6 +192,45 @@ TEST_P(HfReference, DiskAndCpuDeviceMapLogitsMatchTransformers) {
     if (name.rfind(last_layer + ".", 0) == 0) offloaded = offloaded || t.is_meta();
   EXPECT_TRUE(offloaded) << "the last layer should live on disk (meta between forwards)";
   compare_with_golden(*model, c, "cpu+disk");
+}
+
+// Plans equal Accelerate's infer_auto_device_map on the folders transformers wrote (one per decoder-only family, f32),
+// with each family's _no_split_modules, at five cpu budgets from 15% to 90% of the model
+// (tests/reference/hf_plans.py).
+TEST(HfReferencePlans, PlansEqualAcceleratesForEachFamily) {
+  const auto python = test::reference_python(FERRY_SOURCE_DIR);
+  if (!python) GTEST_SKIP() << "no reference python (scripts/venv)";
+  const std::vector<std::string> names = {"llama_gqa_tied_f32",
+                                          "qwen2_bias_sliding_f32",
+                                          "qwen3_qknorm_sliding_f32",
+                                          "qwen3_bias_untied_f32",
+                                          "gpt2_f32",
+                                          "gptj_f32"};
+  test::make_reference_folders(*python, fs::path(FERRY_SOURCE_DIR) / "tests" / "reference", reference_root(),
+                               test::reference_cases());  // made once, shared with HfReference
+  test::TempDir out;
+  std::vector<std::string> args = {(out.path() / "plans.json").string()};
+  for (const auto& n : names) args.push_back((reference_root() / n).string());
+  ASSERT_EQ(test::run_reference_script(*python, "hf_plans.py", args, (out.path() / "plans.log").string()), "");
+  nlohmann::json plans;
+  std::ifstream(out.path() / "plans.json") >> plans;
+  for (const auto& n : names) {
+    std::shared_ptr<LanguageModel> skeleton;
+    {
+      auto guard = nn::init_empty_weights();
+      skeleton = AutoModelForCausalLM::from_config(ConfigJson::read(reference_root() / n));
+    }
+    ASSERT_EQ(plans[n].size(), 5u) << n;
+    for (const auto& p : plans[n]) {
+      PlanOptions o;
+      o.max_memory = MaxMemory::parse({{"cpu", std::to_string(p["cpu"].get<int64_t>())}, {"disk", "1000000000000"}});
+      o.no_split_module_classes = p["no_split"].get<std::vector<std::string>>();
+      std::map<std::string, std::string> ours, theirs;
+      for (const auto& [name, d] : infer_auto_device_map(*skeleton, o)) ours[name] = d.str();
+      for (const auto& [name, d] : p["device_map"].items()) theirs[name] = d.get<std::string>();
+      EXPECT_EQ(ours, theirs) << n << ", cpu budget " << p["cpu"];
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Folders, HfReference, ::testing::ValuesIn(test::reference_cases()),
