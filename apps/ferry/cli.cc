@@ -13,8 +13,9 @@
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/core/thread_pool.h"
-#include "ferry/models/gguf_model.h"
+#include "ferry/models/causal_lm.h"
 #include "ferry/models/config.h"
+#include "ferry/models/gguf_model.h"
 
 namespace ferry::cli {
 namespace {
@@ -77,6 +78,21 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
   cmd.add_flag("--mmap", mmap, "keep cpu-placed weights as zero-copy views of the checkpoint (default otherwise)")
       ->excludes(nm);
   cmd.add_flag("--mlock", mlock, "lock cpu-placed weights in RAM so they are never paged out");
+  auto* ex = cmd.add_option("--experts", experts,
+                            "mixtures of experts: put every expert on the cpu or on disk, the dense parts as planned "
+                            "(llama.cpp's --cpu-moe); an expert on disk is read only when a token routes to it")
+                 ->check(CLI::IsMember({"cpu", "disk"}));
+  cmd.add_option("--n-cpu-moe", n_cpu_moe,
+                 "mixtures of experts: put the experts of the first N layers on the cpu (llama.cpp's --n-cpu-moe)")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes(ex);
+  cmd.add_option("--moe-plan", moe_plan,
+                 "mixtures of experts: experts (default: each expert a unit of the plan, the dense parts placed "
+                 "first, so RAM holds what every token reads) or layers (Accelerate's plan, whole decoder layers)")
+      ->check(CLI::IsMember({"experts", "layers"}));
+  cmd.add_option("--expert-cache", expert_cache,
+                 "mixtures of experts with experts on disk: RAM for an LRU cache of the experts read, e.g. 2GiB; 0 "
+                 "reads every routed expert again (default auto: what the plan leaves free of the cpu budget)");
 }
 
 void ModelFlags::apply() const {
@@ -142,6 +158,8 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   if (no_mmap) o.use_mmap = false;
   if (mmap) o.use_mmap = true;
   o.mlock = mlock;
+  o.plan_by_expert = moe_plan != "layers";
+  if (expert_cache != "auto") o.expert_cache_bytes = expert_cache_bytes_value();
   return o;
 }
 
@@ -237,7 +255,74 @@ int64_t kv_cache_bytes(const models::LanguageModelInfo& info, int64_t tokens) {
   return kv + act;
 }
 
+namespace {
+
+// --experts / --n-cpu-moe applied to a planned map; then how its disk part is read, again.
+void place_experts_by_flags(const models::LanguageModel& skeleton, const ModelFlags& flags, PlannedModel& plan) {
+  const models::ExpertsInfo& experts = skeleton.model_info().experts;
+  const bool asked = !flags.experts.empty() || flags.n_cpu_moe > 0;
+  if (!asked) return;
+  if (experts.num_experts == 0)
+    throw Error(skeleton.model_info().architecture + " has no experts",
+                flags.experts.empty() ? "--n-cpu-moe" : "--experts",
+                "these flags place the experts of mixture-of-experts models (Mixtral, Qwen2-MoE, Qwen3-MoE)");
+  const auto* causal = dynamic_cast<const models::CausalLM*>(&skeleton);
+  const std::string layers_prefix = causal ? causal->info().layers_prefix : std::string("model.layers");
+  plan.device_map = place_experts(skeleton, plan.device_map, {experts.expert_class},
+                                  [&](const std::string& expert) -> std::optional<Device> {
+                                    if (flags.experts == "cpu") return Device::cpu();
+                                    if (flags.experts == "disk") return Device::disk();
+                                    const std::optional<int64_t> layer = expert_layer(expert, layers_prefix);
+                                    if (layer && *layer < flags.n_cpu_moe) return Device::cpu();
+                                    return std::nullopt;
+                                  });
+  plan.offload = resolve_offload_io(skeleton, plan.device_map, parse_offload_io(flags.offload_io), flags.prefetch);
+}
+
+void count_token_reads(const models::LanguageModel& skeleton, DType dtype, PlannedModel& plan) {
+  plan.experts = skeleton.model_info().experts;
+  const double routed = plan.experts.num_experts > 0 ? static_cast<double>(plan.experts.experts_per_token) /
+                                                           static_cast<double>(plan.experts.num_experts)
+                                                     : 0.0;
+  const std::vector<std::string> classes = plan.experts.num_experts > 0
+                                               ? std::vector<std::string>{plan.experts.expert_class}
+                                               : std::vector<std::string>{};
+  plan.token_reads = per_token_reads(skeleton, plan.device_map,
+                                     main_accelerator(plan.device_map).value_or(Device::cpu()), classes, routed, dtype);
+}
+
+}  // namespace
+
+int64_t ModelFlags::expert_cache_bytes_value() const {
+  try {
+    return convert_file_size_to_int(expert_cache);
+  } catch (const Error&) {
+    throw Error("bad --expert-cache '" + expert_cache + "'", "--expert-cache", "give auto, 0 or a size such as 2GiB");
+  }
+}
+
 PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype) {
+  PlannedModel out = plan_model_unplaced(skeleton, flags, dtype);
+  place_experts_by_flags(skeleton, flags, out);
+  count_token_reads(skeleton, dtype, out);
+  const models::ExpertsInfo& experts = skeleton.model_info().experts;
+  const bool experts_on_disk = std::any_of(out.token_reads.begin(), out.token_reads.end(), [](const TokenReads& r) {
+    return r.device.is_disk() && r.expert_bytes > 0;
+  });
+  if (experts.num_experts > 0 && experts_on_disk) {
+    PlanOptions budget = out.options;
+    if (out.offload.staging_bytes > 0 &&
+        std::none_of(budget.reservations.begin(), budget.reservations.end(),
+                     [](const Reservation& r) { return r.purpose.find("staging") != std::string::npos; }))
+      budget.reservations.push_back({Device::cpu(), static_cast<int64_t>(out.offload.staging_bytes), "staging pool"});
+    out.expert_cache_bytes = flags.expert_cache == "auto"
+                                 ? default_expert_cache_bytes(skeleton, out.device_map, budget, {experts.expert_class})
+                                 : flags.expert_cache_bytes_value();
+  }
+  return out;
+}
+
+PlannedModel plan_model_unplaced(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype) {
   PlannedModel out;
   PlanOptions& o = out.options;
   o.max_memory = flags.max_memory_value();
@@ -245,6 +330,8 @@ PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags&
   if (o.no_split_module_classes.empty()) o.no_split_module_classes = {skeleton.model_info().block_class};
   o.dtype = dtype;
   o.allow_disk = !flags.no_disk;
+  const models::ExpertsInfo& experts = skeleton.model_info().experts;
+  if (experts.num_experts > 0 && flags.moe_plan != "layers") o.expert_module_classes = {experts.expert_class};
   auto dm = flags.device_map_value();
   if (auto* map = std::get_if<DeviceMap>(&dm)) {
     out.device_map = *map;
@@ -277,6 +364,24 @@ PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags&
 
 void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& plan) {
   std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
+  for (const TokenReads& r : plan.token_reads) {
+    if (plan.experts.num_experts == 0) {
+      std::fprintf(out, "per token: %s read from %s\n", format_bytes(r.dense_bytes).c_str(), r.device.str().c_str());
+      continue;
+    }
+    std::fprintf(out,
+                 "per token: %s read from %s expected (dense %s + routed experts %s: %lld of %lld per layer, of the "
+                 "%s of experts placed there)\n",
+                 format_bytes(static_cast<int64_t>(r.expected_bytes)).c_str(), r.device.str().c_str(),
+                 format_bytes(r.dense_bytes).c_str(),
+                 format_bytes(static_cast<int64_t>(r.expected_bytes) - r.dense_bytes).c_str(),
+                 static_cast<long long>(plan.experts.experts_per_token),
+                 static_cast<long long>(plan.experts.num_experts), format_bytes(r.expert_bytes).c_str());
+    if (r.device.is_disk() && r.expert_bytes > 0)
+      std::fprintf(out, "expert cache: %s of RAM (LRU) for the experts read from disk%s\n",
+                   format_bytes(plan.expert_cache_bytes).c_str(),
+                   plan.expert_cache_bytes == 0 ? ": none, every routed expert is read again" : "");
+  }
   if (disk_bytes_of(skeleton, plan.device_map) > 0) {
     if (plan.offload.io == OffloadIo::Direct)
       std::fprintf(out, "disk reads: direct (O_DIRECT into a %s staging pool, reserved above)\n",

@@ -15,6 +15,7 @@
 
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/experts.h"
 #include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/big_modeling/offload_plan.h"
@@ -40,7 +41,14 @@ struct ModelFlags {
   std::string offload_io = "auto";  // auto | direct | mmap: how disk-placed weights are read
   bool no_mmap = false, mmap = false;  // cpu-placed weights copied / kept as checkpoint views (neither: auto)
   bool mlock = false;                  // lock cpu-placed weights in RAM
+  // Mixtures of experts
+  std::string experts;                // "" | cpu | disk: every expert there (llama.cpp's --cpu-moe)
+  int64_t n_cpu_moe = 0;              // the experts of the first N layers on the cpu (llama.cpp's --n-cpu-moe)
+  std::string moe_plan = "experts";   // experts: each expert a unit, dense parts first | layers: Accelerate's plan
+  std::string expert_cache = "auto";  // RAM for an LRU cache of the experts read from disk: auto | a size | 0
 
+  /// --expert-cache as bytes (not for "auto"); throws ferry::Error naming the flag.
+  int64_t expert_cache_bytes_value() const;
   /// Registers the flags on `cmd`; `positional_model` also accepts the folder as the first positional argument.
   void add_to(CLI::App& cmd, bool positional_model = false);
   /// Applies -t; checks the folder exists.
@@ -89,8 +97,18 @@ struct PlannedModel {
   DeviceMap device_map;
   PlanOptions options;  // what it was planned with (budgets, reservations), for format_plan
   OffloadIoChoice offload;  // how the disk part is read (--offload-io resolved) and the staging pool reserved for it
+  models::ExpertsInfo experts;  // the model's experts (num_experts 0: dense)
+  /// What a generated token reads from each device other than the one computing (experts at top_k / E).
+  std::vector<TokenReads> token_reads;
+  /// RAM for the LRU cache of experts read from disk (--expert-cache; auto: what the plan leaves of the cpu budget,
+  /// at most the experts on disk). 0 for dense models and plans with no expert on disk.
+  int64_t expert_cache_bytes = 0;
 };
+/// The plan the flags ask for (mode or file, budgets, reservations, the offload-io choice), with --experts /
+/// --n-cpu-moe applied and the per-token reads counted.
 PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype);
+/// The same before --experts / --n-cpu-moe and the per-token counts.
+PlannedModel plan_model_unplaced(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype);
 
 /// The plan as a table (module, device, bytes, dtype) and totals per device including reservations.
 void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& plan);

@@ -89,6 +89,25 @@ void add_inspect_command(CLI::App& app) {
                 static_cast<long long>(s.num_layers), static_cast<long long>(i.hidden_size),
                 static_cast<long long>(i.num_attention_heads), static_cast<long long>(i.num_key_value_heads),
                 static_cast<long long>(i.head_dim), static_cast<long long>(i.vocab_size));
+    if (i.experts.num_experts > 0) {
+      // Parameters a token uses: the dense ones and top_k of every E experts.
+      int64_t expert_params = 0;
+      for (const auto& t : s.tensors) {
+        if (t.name.find(".experts.") == std::string::npos) continue;
+        int64_t n = 1;
+        for (int64_t d : t.shape) n *= d;
+        expert_params += n;
+      }
+      const double active = static_cast<double>(s.parameter_count - expert_params) +
+                            static_cast<double>(expert_params) * static_cast<double>(i.experts.experts_per_token) /
+                                static_cast<double>(i.experts.num_experts);
+      std::printf(
+          "experts        %lld per layer, %lld routed per token, in %lld of %lld layers (%s); %.2f B of the "
+          "parameters active per token\n",
+          static_cast<long long>(i.experts.num_experts), static_cast<long long>(i.experts.experts_per_token),
+          static_cast<long long>(i.experts.sparse_layers), static_cast<long long>(s.num_layers),
+          i.experts.expert_class.c_str(), active / 1e9);
+    }
     std::printf("config dtype   %s\n", s.config_dtype ? std::string(dtype_name(*s.config_dtype)).c_str() : "(none)");
     std::string stored;
     for (const auto& [dt, n] : s.stored_dtypes)

@@ -22,6 +22,7 @@ std::uint64_t process_disk_read_bytes() {
 DiskIoMark disk_io_mark(const LoadedModel& lm) {
   DiskIoMark m;
   if (lm.staged_reader) m.reader = lm.staged_reader->stats();
+  if (lm.expert_cache) m.experts = lm.expert_cache->stats();
   m.process_read_bytes = process_disk_read_bytes();
   return m;
 }
@@ -34,6 +35,16 @@ DiskIoReport disk_io_report(const LoadedModel& lm, const DiskIoMark& before, std
   r.bound = lm.disk_bound;
   r.prefetch_setting = lm.prefetch_setting;
   if (lm.prefetcher) r.prefetch = lm.prefetcher->status();
+  if (lm.expert_cache && lm.expert_cache->map) {
+    const io::WeightsCacheStats s = lm.expert_cache->stats();
+    r.expert_cache = DiskIoReport::ExpertCacheRun{
+        .hits = s.hits - before.experts.hits,
+        .misses = s.misses - before.experts.misses,
+        .evictions = s.evictions - before.experts.evictions,
+        .missed_bytes_per_token = static_cast<double>(s.bytes_missed - before.experts.bytes_missed) / r.tokens,
+        .capacity = s.capacity,
+        .held = s.bytes};
+  }
   if (!lm.staged_reader) {
     const std::uint64_t now = process_disk_read_bytes();
     const double bytes = static_cast<double>(now > before.process_read_bytes ? now - before.process_read_bytes : 0);
@@ -97,6 +108,16 @@ std::string disk_io_text(const DiskIoReport& r) {
       line += fmt::format("; {} of {} prefetched tensors dropped unused and read again", r.evicted,
                           r.prefetched + r.evicted);
   }
+  if (r.expert_cache) {
+    const auto& c = *r.expert_cache;
+    const std::uint64_t looked = c.hits + c.misses;
+    line += fmt::format(
+        "\n  expert cache {} (LRU, {} held): {} hits, {} misses ({:.0f} % hits), {} evicted; {} per "
+        "token read for missed experts",
+        format_bytes(static_cast<int64_t>(c.capacity)), format_bytes(static_cast<int64_t>(c.held)), c.hits, c.misses,
+        looked ? 100.0 * static_cast<double>(c.hits) / static_cast<double>(looked) : 0.0, c.evictions,
+        format_bytes(static_cast<int64_t>(c.missed_bytes_per_token)));
+  }
   return line + "\n  " + prefetch_text(r);
 }
 
@@ -125,6 +146,13 @@ nlohmann::json disk_io_json(const DiskIoReport& r) {
     j["prefetched"] = r.prefetched;
     j["evicted"] = r.evicted;
   }
+  if (r.expert_cache)
+    j["expert_cache"] = {{"capacity", r.expert_cache->capacity},
+                         {"held", r.expert_cache->held},
+                         {"hits", r.expert_cache->hits},
+                         {"misses", r.expert_cache->misses},
+                         {"evictions", r.expert_cache->evictions},
+                         {"missed_bytes_per_token", r.expert_cache->missed_bytes_per_token}};
   if (r.bound) {
     j["bound_gb_per_s"] = r.bound->best.gb_per_s;
     j["fraction_of_bound"] = r.gb_per_s / r.bound->best.gb_per_s;

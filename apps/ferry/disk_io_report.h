@@ -21,6 +21,7 @@ std::uint64_t process_disk_read_bytes();
 /// The counters before a run, to report the run alone.
 struct DiskIoMark {
   io::StagedReaderStats reader;
+  io::WeightsCacheStats experts;
   std::uint64_t process_read_bytes = 0;
 };
 DiskIoMark disk_io_mark(const LoadedModel& lm);
@@ -43,6 +44,13 @@ struct DiskIoReport {
   std::uint64_t tensors = 0, prefetched = 0, evicted = 0;
   int prefetch_setting = 0;  ///< kPrefetchAuto, or the depth asked for
   PrefetchStatus prefetch;   ///< what the prefetcher does now (depth 0 and no reason without one)
+  /// Mixtures of experts with experts on disk: the expert cache over the run (hits and misses are expert tensors).
+  struct ExpertCacheRun {
+    std::uint64_t hits = 0, misses = 0, evictions = 0;
+    double missed_bytes_per_token = 0;  ///< read from disk for experts the cache did not hold
+    std::size_t capacity = 0, held = 0;
+  };
+  std::optional<ExpertCacheRun> expert_cache;
 };
 
 /// The run since `before`: `tokens` forwards taking `seconds`.

@@ -67,10 +67,9 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   out.architecture = skeleton->model_info().architecture;
   out.plan = plan_model(*skeleton, flags, out.dtype);
   out.usage = device_map_usage(*skeleton, out.plan.device_map, out.dtype);
-  const ModuleSizes sizes = compute_module_sizes(*skeleton, out.dtype);
   const Device main = main_accelerator(out.plan.device_map).value_or(Device::cpu());
-  for (const auto& [name, d] : out.plan.device_map)
-    if (d.is_disk() || (d.is_cpu() && !main.is_cpu())) out.streamed_bytes_per_forward += sizes[name];
+  for (const TokenReads& r : out.plan.token_reads)  // routed experts at their expected share
+    out.streamed_bytes_per_forward += static_cast<int64_t>(r.expected_bytes);
   if (log) {
     std::fprintf(log, "%s, %s weights, plan:\n\n", out.architecture.c_str(), weights_dtypes(*skeleton).c_str());
     print_plan(log, *skeleton, out.plan);
@@ -97,6 +96,11 @@ LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log) {
   out.prefetch_setting = flags.prefetch;
   out.prefetcher = Prefetcher::create(flags.prefetch, "--prefetch");
   o.prefetcher = out.prefetcher;
+  if (out.plan.experts.num_experts > 0) {
+    o.expert_cache_bytes = out.plan.expert_cache_bytes;
+    out.expert_cache = std::make_shared<ExpertCache>();
+    o.expert_cache = out.expert_cache;
+  }
   // A GGUF file keeps its quantized tensors unless --dtype asks to dequantize them.
   o.dtype = models::is_gguf_file(flags.model) ? flags.dtype_value() : std::optional<DType>(out.dtype);
   ProgressBar bar("loading");

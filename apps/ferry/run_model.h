@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "ferry/big_modeling/dispatch.h"  // ExpertCache
 #include "ferry/io/disk_bandwidth.h"
 #include "ferry/models/language_model.h"
 #include "ferry/text/pretrained.h"
@@ -27,7 +28,9 @@ struct LoadedModel {
   /// The reader of disk-placed weights when they are read direct (plan.offload), for the end-of-run figures.
   std::shared_ptr<io::StagedReader> staged_reader;
   std::shared_ptr<Prefetcher> prefetcher;  // null with --prefetch 0
-  int prefetch_setting = kPrefetchAuto;    // --prefetch
+  /// Mixtures of experts with experts on disk: their LRU cache in RAM (hits, misses), else null.
+  std::shared_ptr<ExpertCache> expert_cache;
+  int prefetch_setting = kPrefetchAuto;  // --prefetch
   /// The O_DIRECT bound of the disk holding the model (io/disk_bandwidth.h), when measured (runs that read direct
   /// measure it once per device and cache it).
   std::optional<io::DiskBandwidth> disk_bound;

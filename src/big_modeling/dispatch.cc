@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 
 #include "ferry/big_modeling/attach.h"
 #include "ferry/big_modeling/device_staging.h"
+#include "ferry/big_modeling/experts.h"
 #include "ferry/big_modeling/offload_plan.h"
 #include "ferry/big_modeling/tied_weights.h"
 #include "ferry/core/backend.h"
@@ -16,6 +18,30 @@
 
 namespace ferry {
 namespace {
+
+// The experts on disk, behind one LRU cache (DispatchOptions::expert_cache).
+std::shared_ptr<const io::WeightsMap> cache_disk_experts(const nn::Module& model, const DeviceMap& device_map,
+                                                         std::shared_ptr<const io::WeightsMap> inner,
+                                                         ExpertCache& cache) {
+  auto on_disk = std::make_shared<std::unordered_set<std::string>>();
+  for (const std::string& expert : expert_module_names(model, cache.classes))
+    if (const auto d = device_map.device_for(expert); d && d->is_disk()) on_disk->insert(expert);
+  if (on_disk->empty()) return inner;
+  cache.map = std::make_shared<io::CachedWeightsMap>(std::move(inner), cache.capacity_bytes,
+                                                     [on_disk](const std::string& key) {
+                                                       // "<expert>.w1.weight": an expert's tensor is at most a few
+                                                       // components below it
+                                                       std::string prefix = key;
+                                                       for (int up = 0; up < 3; ++up) {
+                                                         const std::size_t dot = prefix.rfind('.');
+                                                         if (dot == std::string::npos) return false;
+                                                         prefix.resize(dot);
+                                                         if (on_disk->count(prefix)) return true;
+                                                       }
+                                                       return false;
+                                                     });
+  return cache.map;
+}
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -158,6 +184,8 @@ void dispatch_model(nn::Module& model, const DeviceMap& device_map, const Dispat
                                  /*pinned=*/main.is_cuda());
     if (has_disk) loader->set_staged_reader(std::move(reader));
     weights_map = std::move(loader);
+    if (options.expert_cache && has_disk)
+      weights_map = cache_disk_experts(model, device_map, weights_map, *options.expert_cache);
   }
   // A tied weight is stored once (lm_head.weight usually not at all): every name of its group reads the stored one.
   weights_map = with_tied_names(model, std::move(weights_map));

@@ -144,6 +144,17 @@ Shape GgufTensorInfo::shape() const {
 
 int64_t GgufTensorInfo::numel() const { return shape_numel(shape()); }
 
+GgufTensorInfo GgufTensorInfo::slice(int64_t k) const {
+  if (dims.size() < 2) throw Error("a 1-D tensor has no slices", name);
+  const uint64_t n = dims.back();
+  if (k < 0 || static_cast<uint64_t>(k) >= n)
+    throw Error("slice " + std::to_string(k) + " is out of range (the tensor stacks " + std::to_string(n) + ")", name);
+  // Blocks never straddle slices: each slice is whole rows of dims[0] elements (validated when the file was read).
+  GgufTensorInfo s{name + "[" + std::to_string(k) + "]", {dims.begin(), dims.end() - 1}, type, 0, nbytes / n};
+  s.offset = offset + static_cast<uint64_t>(k) * s.nbytes;
+  return s;
+}
+
 GgufFile GgufFile::open(const std::filesystem::path& path) {
   auto file = MappedFile::open(path);
   GgufFile g = parse(std::span<const uint8_t>(file->data(), file->size()), path.string());
@@ -321,8 +332,10 @@ std::span<const uint8_t> GgufFile::tensor_bytes(const GgufTensorInfo& t) const {
   return bytes_.subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.nbytes));
 }
 
-Tensor GgufFile::tensor(const std::string& name) const {
-  const GgufTensorInfo& t = tensor_info(name);
+Tensor GgufFile::tensor(const std::string& name) const { return tensor(tensor_info(name)); }
+
+Tensor GgufFile::tensor(const GgufTensorInfo& t) const {
+  const std::string& name = t.name;
   if (!file_) throw Error("tensors of a GGUF parsed from memory have no mapping", where_ + ": " + name);
   if (const auto dt = plain_dtype(t.type))
     return Tensor::from_storage(Storage::view(file_, static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.nbytes)),

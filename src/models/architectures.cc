@@ -7,8 +7,10 @@
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/models/gpt2.h"
+#include "ferry/models/gpt_neox.h"
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
+#include "ferry/models/opt.h"
 #include "ferry/models/t5.h"
 
 namespace ferry::models {
@@ -22,12 +24,17 @@ constexpr NamePair kLlamaGgufGlobals[] = {
     {"output.weight", "lm_head.weight"},
 };
 constexpr NamePair kLlamaGgufBlocks[] = {
-    {"attn_norm", "input_layernorm"},         {"attn_q", "self_attn.q_proj"},  {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},           {"attn_output", "self_attn.o_proj"},
-    {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"},   {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
+    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},       {"ffn_gate_inp", "block_sparse_moe.gate"},  // Mixtral's router
 };
-constexpr GgufTensorNames kLlamaGgufNames{kLlamaGgufGlobals, "model.layers", kLlamaGgufBlocks};
+// Mixtral, written as "llama": each layer's experts stacked, w1 = gate, w3 = up, w2 = down.
+constexpr GgufStackedExperts kMixtralGgufExperts[] = {{"ffn_gate_exps", "block_sparse_moe.experts", "w1"},
+                                                      {"ffn_up_exps", "block_sparse_moe.experts", "w3"},
+                                                      {"ffn_down_exps", "block_sparse_moe.experts", "w2"}};
+constexpr GgufTensorNames kLlamaGgufNames{kLlamaGgufGlobals, "model.layers", kLlamaGgufBlocks, kMixtralGgufExperts};
 constexpr NamePair kQwen3GgufBlocks[] = {
     {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
     {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
@@ -37,16 +44,50 @@ constexpr NamePair kQwen3GgufBlocks[] = {
     {"ffn_down", "mlp.down_proj"},
 };
 constexpr GgufTensorNames kQwen3GgufNames{kLlamaGgufGlobals, "model.layers", kQwen3GgufBlocks};
+// Qwen2-MoE (qwen2moe) and Qwen3-MoE (qwen3moe): the router, Qwen2-MoE's shared expert and its gate, stacked experts.
+constexpr NamePair kQwenMoeGgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},
+    {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate_inp", "mlp.gate"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+    {"ffn_gate", "mlp.gate_proj"},  // a dense layer (mlp_only_layers)
+    {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+constexpr GgufStackedExperts kQwenMoeGgufExperts[] = {{"ffn_gate_exps", "mlp.experts", "gate_proj"},
+                                                      {"ffn_up_exps", "mlp.experts", "up_proj"},
+                                                      {"ffn_down_exps", "mlp.experts", "down_proj"}};
+constexpr GgufTensorNames kQwenMoeGgufNames{kLlamaGgufGlobals, "model.layers", kQwenMoeGgufBlocks, kQwenMoeGgufExperts};
 
-constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames};
+constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames,
+                                      "MixtralForCausalLM"};
 constexpr GgufArchitecture kGgufQwen2{"qwen2", "Qwen2ForCausalLM", /*interleaved_qk_rows=*/false, &kLlamaGgufNames};
 constexpr GgufArchitecture kGgufQwen3{"qwen3", "Qwen3ForCausalLM", /*interleaved_qk_rows=*/false, &kQwen3GgufNames};
-constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufQwen2, &kGgufQwen3};
+constexpr GgufArchitecture kGgufQwen2Moe{
+    "qwen2moe", "Qwen2MoeForCausalLM",         /*interleaved_qk_rows=*/false, &kQwenMoeGgufNames,
+    {},         /*moe_normalizes_top_k=*/false};
+constexpr GgufArchitecture kGgufQwen3Moe{
+    "qwen3moe", "Qwen3MoeForCausalLM",        /*interleaved_qk_rows=*/false, &kQwenMoeGgufNames,
+    {},         /*moe_normalizes_top_k=*/true};
+constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufQwen2, &kGgufQwen3, &kGgufQwen2Moe,
+                                                          &kGgufQwen3Moe};
 
 // ---- tied parameters --------------------------------------------------------------------------------------------
 
 constexpr TiedKey kLlamaTied[] = {{"lm_head.weight", "model.embed_tokens.weight"}};
 constexpr TiedKey kGpt2Tied[] = {{"lm_head.weight", "transformer.wte.weight"}};
+// GPT-NeoX checkpoints name the head embed_out (transformers 5 renames it lm_head on load; ferry keeps the key).
+constexpr TiedKey kGptNeoXTied[] = {{"embed_out.weight", "gpt_neox.embed_in.weight"}};
+constexpr TiedKey kOptTied[] = {{"lm_head.weight", "model.decoder.embed_tokens.weight"}};
 constexpr TiedKey kT5Tied[] = {{"encoder.embed_tokens.weight", "shared.weight", true},
                                {"decoder.embed_tokens.weight", "shared.weight", true},
                                {"lm_head.weight", "shared.weight"}};
@@ -59,6 +100,8 @@ std::shared_ptr<LanguageModel> build_llama(const ConfigJson& c, DType d) {
 }
 std::shared_ptr<LanguageModel> build_gpt2(const ConfigJson& c, DType d) { return make_gpt2(c, d); }
 std::shared_ptr<LanguageModel> build_gptj(const ConfigJson& c, DType d) { return make_gptj(c, d); }
+std::shared_ptr<LanguageModel> build_gpt_neox(const ConfigJson& c, DType d) { return make_gpt_neox(c, d); }
+std::shared_ptr<LanguageModel> build_opt(const ConfigJson& c, DType d) { return make_opt(c, d); }
 std::shared_ptr<LanguageModel> build_t5(const ConfigJson& c, DType d) { return make_t5(c, d); }
 
 const Architecture kArchitectures[] = {
@@ -86,6 +129,21 @@ const Architecture kArchitectures[] = {
      .no_split_module = "Qwen3DecoderLayer",
      .tied_keys = kLlamaTied,
      .gguf = &kGgufQwen3},
+    {.name = "MixtralForCausalLM",
+     .model_type = "mixtral",
+     .build = build_llama<kMixtralVariant>,
+     .no_split_module = "MixtralDecoderLayer",
+     .tied_keys = kLlamaTied},
+    {.name = "Qwen2MoeForCausalLM",
+     .model_type = "qwen2_moe",
+     .build = build_llama<kQwen2MoeVariant>,
+     .no_split_module = "Qwen2MoeDecoderLayer",
+     .tied_keys = kLlamaTied},
+    {.name = "Qwen3MoeForCausalLM",
+     .model_type = "qwen3_moe",
+     .build = build_llama<kQwen3MoeVariant>,
+     .no_split_module = "Qwen3MoeDecoderLayer",
+     .tied_keys = kLlamaTied},
     {.name = "GPT2LMHeadModel",
      .model_type = "gpt2",
      .build = build_gpt2,
@@ -96,6 +154,16 @@ const Architecture kArchitectures[] = {
      .build = build_gptj,
      .no_split_module = "GPTJBlock",
      .tied_keys = kGpt2Tied},
+    {.name = "GPTNeoXForCausalLM",
+     .model_type = "gpt_neox",
+     .build = build_gpt_neox,
+     .no_split_module = "GPTNeoXLayer",
+     .tied_keys = kGptNeoXTied},
+    {.name = "OPTForCausalLM",
+     .model_type = "opt",
+     .build = build_opt,
+     .no_split_module = "OPTDecoderLayer",
+     .tied_keys = kOptTied},
     {.name = "T5ForConditionalGeneration",
      .model_type = "t5",
      .encoder_decoder = true,
@@ -195,6 +263,17 @@ std::optional<std::string> hf_tensor_name(const GgufTensorNames& names, std::str
 
 std::optional<std::string> gguf_tensor_name(const GgufTensorNames& names, std::string_view hf_name) {
   return rename(names, hf_name, /*to_hf=*/false);
+}
+
+std::optional<std::pair<std::string, std::string>> hf_expert_names(const GgufTensorNames& names,
+                                                                   std::string_view gguf_name) {
+  const auto b = split_block_name(gguf_name, "blk");
+  if (!b || b->kind != "weight") return std::nullopt;
+  for (const GgufStackedExperts& s : names.stacked_experts)
+    if (b->middle == s.gguf)
+      return std::pair{std::string(names.hf_layers) + "." + std::string(b->layer) + "." + std::string(s.experts) + ".",
+                       "." + std::string(s.projection) + ".weight"};
+  return std::nullopt;
 }
 
 }  // namespace ferry::models

@@ -7,20 +7,21 @@
 #include <functional>
 #include <set>
 
-#include "ferry/core/error.h"
-#include "ferry/core/logging.h"
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/dispatch.h"
+#include "ferry/big_modeling/experts.h"
 #include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/big_modeling/offload_plan.h"
-#include "ferry/big_modeling/resident_weights.h"
-#include "ferry/io/checkpoint.h"
 #include "ferry/big_modeling/quantize.h"
+#include "ferry/big_modeling/resident_weights.h"
+#include "ferry/core/error.h"
+#include "ferry/core/logging.h"
 #include "ferry/core/quant.h"
-#include "ferry/models/gguf_model.h"
-#include "ferry/nn/module_tensors.h"
+#include "ferry/io/checkpoint.h"
 #include "ferry/models/architectures.h"
+#include "ferry/models/gguf_model.h"
 #include "ferry/nn/empty_weights.h"
+#include "ferry/nn/module_tensors.h"
 #include "ferry/nn/tied.h"
 #include "resident_loading.h"
 
@@ -48,21 +49,47 @@ std::vector<std::string> truly_missing(const nn::Module& model, const std::vecto
 // must come before dispatch_model: a missing weight is otherwise reported as an obscure meta-device error there.)
 // Returns how the disk part is read (Mmap when there is none).
 // from_pretrained's keywords as the planner's: max_memory, no_split_module_classes (default: the block class).
-PlanOptions plan_options(const std::string& block_class, const FromPretrainedOptions& options) {
+// Mixtures of experts are planned by the expert unless the caller asks for Accelerate's layer-granular plan.
+PlanOptions plan_options(const LanguageModelInfo& info, const FromPretrainedOptions& options) {
   PlanOptions plan;
   plan.max_memory = options.max_memory;
   plan.no_split_module_classes = options.no_split_module_classes;
-  if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {block_class};
+  if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {info.block_class};
+  if (info.experts.num_experts > 0 && options.plan_by_expert) plan.expert_module_classes = {info.experts.expert_class};
   return plan;
+}
+
+// DispatchOptions::expert_cache of a mixture of experts (FromPretrainedOptions::expert_cache_bytes; by default what
+// the plan leaves free of the cpu budget once the staging pool is reserved). Null for dense models and zero sizes.
+std::shared_ptr<ExpertCache> expert_cache_for(const LanguageModel& model, const DeviceMap& map,
+                                              const FromPretrainedOptions& options, std::optional<DType> dtype,
+                                              int64_t staging_bytes) {
+  const ExpertsInfo& experts = model.model_info().experts;
+  if (experts.num_experts == 0) return nullptr;
+  int64_t bytes = 0;
+  if (options.expert_cache_bytes) {
+    bytes = *options.expert_cache_bytes;
+  } else {
+    PlanOptions plan = plan_options(model.model_info(), options);
+    plan.dtype = dtype;
+    if (staging_bytes > 0) plan.reservations.push_back({Device::cpu(), staging_bytes, "staging pool"});
+    bytes = default_expert_cache_bytes(model, map, plan, {experts.expert_class});
+  }
+  if (bytes < 0) throw Error("expert_cache_bytes is negative", "FromPretrainedOptions", "give 0 for no cache");
+  std::shared_ptr<ExpertCache> cache = options.expert_cache ? options.expert_cache : std::make_shared<ExpertCache>();
+  cache->classes = {experts.expert_class};
+  cache->capacity_bytes = static_cast<std::size_t>(bytes);
+  cache->map.reset();
+  return cache;
 }
 
 OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& folder,
                                 const FromPretrainedOptions& options, DType dtype) {
-  const std::string& block_class = model.model_info().block_class;
+  const LanguageModelInfo& info = model.model_info();
   DeviceMap map;
   OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    PlanOptions plan = plan_options(block_class, options);
+    PlanOptions plan = plan_options(info, options);
     plan.dtype = dtype;
     // Direct disk reads: the staging pool is reserved from the cpu budget (unless the caller brings a reader).
     OffloadPlan planned = plan_with_offload_io(model, parse_device_map_mode(*mode), plan,
@@ -101,6 +128,9 @@ OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& f
   dispatch.offload_io = io.io;
   dispatch.staging_bytes = io.staging_bytes;
   dispatch.staged_reader = options.staged_reader;
+  // An offloaded expert's three projections are read together when (and only when) a token routes to it.
+  if (info.experts.num_experts > 0) dispatch.preload_module_classes = {info.experts.expert_class};
+  dispatch.expert_cache = expert_cache_for(model, map, options, dtype, io.staging_bytes);
   dispatch_model(model, map, dispatch);
   model.set_hf_device_map(std::move(map));
   return options.staged_reader && has_disk ? OffloadIo::Direct : io.io;
@@ -122,16 +152,15 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   else if (!options.dtype) use_gguf_storage_dtypes(*model, file);
   detail::ResidentLoader loader(*model);
   for (const auto& [name, t] : gguf_state_dict(file, config)) loader.place(name, t, path.string());
-  loader.finish(path.string(), "is it a complete text model? (ferry reads llama and qwen2 GGUF files)");
+  loader.finish(path.string(), "is it a complete text model?");
   if (is_resident_cpu_map(options.device_map)) {
     model->set_hf_device_map(DeviceMap{{"", Device::cpu()}});
     return model;
   }
   DeviceMap map;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(model->info().block_class, options),
-                               OffloadIo::Mmap,
-                               options.prefetch)
+    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(model->info(), options),
+                               OffloadIo::Mmap, options.prefetch)
               .device_map;
   } else {
     map = std::get<DeviceMap>(options.device_map);
@@ -147,13 +176,11 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
     const std::string file_path = std::filesystem::absolute(path).string();
     const bool tied = config.get_bool("tie_word_embeddings", false);
     const Architecture& arch = architecture_for(config);
-    const GgufTensorNames& gguf_names = *gguf_architecture(file).tensors;
-    for (const auto& info : file.tensors()) {
-      const auto hf = hf_tensor_name(gguf_names, info.name);
-      if (!hf) continue;
-      std::vector<std::string> names{*hf};
+    for (const GgufHfTensor& entry : gguf_hf_tensors(file)) {  // an expert: its slice of the stacked tensor
+      const io::GgufTensorInfo& info = entry.info;
+      std::vector<std::string> names{entry.hf_name};
       for (const TiedKey& t : arch.tied_keys)  // a tied head is the embedding: the same bytes of the file
-        if ((t.always || tied) && *hf == t.source) names.emplace_back(t.tied);
+        if ((t.always || tied) && entry.hf_name == t.source) names.emplace_back(t.tied);
       for (const std::string& name : names) {
         if (!map.device_for(name).value_or(Device::cpu()).is_disk()) continue;
         const Tensor slot = nn::get_module_tensor(*model, name);
@@ -178,6 +205,8 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   dispatch.skip_keys = {"past_key_values"};
   dispatch.prefetch = options.prefetch;
   dispatch.prefetcher = options.prefetcher;
+  if (model->info().experts.num_experts > 0) dispatch.preload_module_classes = {model->info().experts.expert_class};
+  dispatch.expert_cache = expert_cache_for(*model, map, options, std::nullopt, 0);
   dispatch_model(*model, map, dispatch);
   model->set_hf_device_map(std::move(map));
   return model;

@@ -1,9 +1,10 @@
 // GGUF -> HF config, names and tensors (see include/ferry/models/gguf_model.h).
 #include "ferry/models/gguf_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
+#include <unordered_map>
 
 #include "ferry/core/error.h"
 #include "ferry/core/quant.h"
@@ -17,6 +18,29 @@ std::string arch_of(const io::GgufFile& f) { return f.require_string("general.ar
 [[noreturn]] void unsupported(const io::GgufFile& f, const std::string& key, const std::string& problem,
                               const std::string& hint) {
   throw Error(problem, f.where() + ": " + key, hint);
+}
+
+// A mixture of experts' shape: counts, widths, the shared expert, and llama.cpp's router
+// normalisation for the architecture (its files do not record it).
+void read_experts(const io::GgufFile& f, const GgufArchitecture& g, const std::string& p, int64_t experts,
+                  nlohmann::json& c) {
+  const int64_t used = f.require_int(p + "expert_used_count");
+  if (used <= 0 || used > experts)
+    unsupported(f, p + "expert_used_count",
+                "expert_used_count " + std::to_string(used) + " is not in 1.." + std::to_string(experts) +
+                    " (expert_count)",
+                "the file is damaged or not a mixture of experts llama.cpp runs");
+  c["num_local_experts"] = experts;  // Mixtral's key
+  c["num_experts"] = experts;        // Qwen's
+  c["num_experts_per_tok"] = used;
+  c["norm_topk_prob"] = g.moe_normalizes_top_k;
+  if (auto width = f.get_int(p + "expert_feed_forward_length")) c["moe_intermediate_size"] = *width;
+  c["shared_expert_intermediate_size"] = f.find_tensor("blk.0.ffn_gate_shexp.weight")
+                                             ? f.require_int(p + "expert_shared_feed_forward_length")
+                                             : 0;
+  // Every layer is sparse, as llama.cpp has it (a layer without a router is a missing tensor, named at loading).
+  c["mlp_only_layers"] = nlohmann::json::array();
+  c["decoder_sparse_step"] = 1;
 }
 
 }  // namespace
@@ -39,7 +63,8 @@ const GgufArchitecture& gguf_architecture(const io::GgufFile& f) {
   const GgufArchitecture* g = find_gguf_architecture(arch);
   if (!g)
     unsupported(f, "general.architecture", "GGUF architecture \"" + arch + "\" is not supported",
-                "ferry reads llama (Llama, Mistral), qwen2 and qwen3 GGUF files; use the Hugging Face folder instead");
+                "ferry reads llama (Llama, Mistral, Mixtral), qwen2, qwen3, qwen2moe and qwen3moe GGUF files; use the "
+                "Hugging Face folder instead");
   return *g;
 }
 
@@ -48,8 +73,12 @@ ConfigJson gguf_config(const io::GgufFile& f) {
   const std::string arch(g.name);
   const std::string p = arch + ".";
   nlohmann::json c;
-  c["architectures"] = {std::string(g.hf_architecture)};
-  c["model_type"] = arch;
+  const int64_t experts = f.get_int(p + "expert_count").value_or(0);
+  const std::string_view hf_class = experts > 0 && !g.moe_hf_architecture.empty() ? g.moe_hf_architecture
+                                                                                  : g.hf_architecture;
+  c["architectures"] = {std::string(hf_class)};
+  c["model_type"] = std::string(find_architecture(hf_class)->model_type);
+  if (experts > 0) read_experts(f, g, p, experts, c);
   const int64_t hidden = f.require_int(p + "embedding_length");
   const int64_t heads = f.require_int(p + "attention.head_count");
   c["hidden_size"] = hidden;
@@ -103,24 +132,23 @@ DType gguf_default_dtype(const io::GgufFile& f) {
   }
 }
 
-io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
-  (void)config;
+std::vector<GgufHfTensor> gguf_hf_tensors(const io::GgufFile& f) {
   const GgufTensorNames& names = *gguf_architecture(f).tensors;
-  io::StateDict out;
+  std::vector<GgufHfTensor> out;
   std::vector<std::string> unknown;
   for (const auto& info : f.tensors()) {
-    const auto hf = hf_tensor_name(names, info.name);
-    if (!hf) {
+    if (const auto hf = hf_tensor_name(names, info.name)) {
+      out.push_back({*hf, info});
+    } else if (const auto experts = hf_expert_names(names, info.name)) {
+      if (info.dims.size() != 3)
+        unsupported(f, info.name,
+                    "stacked experts must be 3-D ([experts, out, in]), not " + std::to_string(info.dims.size()) + "-D",
+                    "the file is damaged");
+      for (int64_t k = 0; k < static_cast<int64_t>(info.dims.back()); ++k)
+        out.push_back({experts->first + std::to_string(k) + experts->second, info.slice(k)});
+    } else {
       unknown.push_back(info.name);
-      continue;
     }
-    Tensor t;
-    try {
-      t = f.tensor(info.name);
-    } catch (const Error& e) {
-      throw e.with_context(*hf);
-    }
-    out.set(*hf, t);
   }
   if (!unknown.empty())
     throw Error("tensors with no Hugging Face counterpart: " + list_for_error(unknown), f.where(),
@@ -128,18 +156,31 @@ io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
   return out;
 }
 
+io::StateDict gguf_state_dict(const io::GgufFile& f, const ConfigJson& config) {
+  (void)config;
+  io::StateDict out;
+  for (const GgufHfTensor& t : gguf_hf_tensors(f)) {
+    try {
+      out.set(t.hf_name, f.tensor(t.info));
+    } catch (const Error& e) {
+      throw e.with_context(t.hf_name);
+    }
+  }
+  return out;
+}
+
 std::size_t use_gguf_storage_dtypes(nn::Module& skeleton, const io::GgufFile& f) {
   const nn::NamedTensors params = skeleton.named_parameters();
-  const GgufTensorNames& names = *gguf_architecture(f).tensors;
+  std::unordered_map<std::string_view, const Tensor*> by_name;
+  for (const auto& [name, t] : params) by_name.emplace(name, &t);
   std::size_t n = 0;
-  for (const auto& info : f.tensors()) {
-    const auto dt = dtype_of_ggml(info.type);
-    const auto hf = hf_tensor_name(names, info.name);
-    if (!dt || !is_quantized(*dt) || !hf) continue;
-    const auto it = std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == *hf; });
-    if (it == params.end() || it->second.shape() != info.shape()) continue;  // loading reports these
-    nn::set_module_tensor_to_device(skeleton, *hf, it->second.device(),
-                                    Tensor::empty(info.shape(), *dt, Device::meta()), *dt);
+  for (const GgufHfTensor& t : gguf_hf_tensors(f)) {
+    const auto dt = dtype_of_ggml(t.info.type);
+    if (!dt || !is_quantized(*dt)) continue;
+    const auto it = by_name.find(t.hf_name);
+    if (it == by_name.end() || it->second->shape() != t.info.shape()) continue;  // loading reports these
+    nn::set_module_tensor_to_device(skeleton, t.hf_name, it->second->device(),
+                                    Tensor::empty(t.info.shape(), *dt, Device::meta()), *dt);
     ++n;
   }
   return n;

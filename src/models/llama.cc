@@ -12,6 +12,7 @@
 //  - Batches are flattened, not padded (a KvCacheBatch in past_key_values), so there is no attention_mask.
 #include "ferry/models/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ferry/core/error.h"
@@ -78,6 +79,112 @@ void require_positive(const ConfigJson& j, const char* key, int64_t v) {
   if (v <= 0) j.fail("\"" + std::string(key) + "\" must be positive, got " + std::to_string(v));
 }
 
+// ---- mixtures of experts ----------------------------------------------------------------------------------------
+
+// The sparse blocks' shape shared by the MoE variants: experts, top_k, widths; every layer sparse.
+void read_moe_shape(const ConfigJson& j, LlamaConfig& c, const char* experts_key, int64_t default_experts,
+                    int64_t default_top_k) {
+  MoeConfig& m = c.moe;
+  m.class_prefix = c.class_prefix;
+  m.hidden_size = c.hidden_size;
+  m.num_experts = j.get_int(experts_key, default_experts);
+  m.top_k = j.get_int("num_experts_per_tok", default_top_k);
+  require_positive(j, experts_key, m.num_experts);
+  require_positive(j, "num_experts_per_tok", m.top_k);
+  if (m.top_k > m.num_experts)
+    j.fail("\"num_experts_per_tok\" (" + std::to_string(m.top_k) + ") is more than the number of experts (\"" +
+           experts_key + "\": " + std::to_string(m.num_experts) + ")");
+  c.sparse_layers.assign(static_cast<std::size_t>(c.num_hidden_layers), true);
+}
+
+// Qwen2-MoE / Qwen3-MoE: a layer is sparse unless listed in mlp_only_layers, and only every decoder_sparse_step-th
+// (Qwen2MoeDecoderLayer: (layer_idx + 1) % decoder_sparse_step == 0).
+void read_qwen_sparse_layers(const ConfigJson& j, LlamaConfig& c) {
+  const int64_t step = j.get_int("decoder_sparse_step", 1);
+  require_positive(j, "decoder_sparse_step", step);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.sparse_layers[static_cast<std::size_t>(i)] = (i + 1) % step == 0;
+  const auto it = j.json().find("mlp_only_layers");
+  if (it == j.json().end() || it->is_null()) return;
+  if (!it->is_array()) j.fail("\"mlp_only_layers\" must be a list of layer indices");
+  for (const auto& v : *it) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.num_hidden_layers)
+      j.fail("\"mlp_only_layers\" lists " + v.dump() + ", which is not a layer index (0.." +
+             std::to_string(c.num_hidden_layers - 1) + ")");
+    c.sparse_layers[v.get<std::size_t>()] = false;
+  }
+}
+
+// Builds each layer's feed-forward: the sparse block where sparse_layers says, else the dense MLP of width
+// intermediate_size under the family's "<prefix>MLP".
+void use_sparse_blocks(LlamaConfig& c) {
+  c.feed_forward = [moe = c.moe, sparse = c.sparse_layers,
+                    dense = c.intermediate_size](int64_t layer, DType dtype) -> std::shared_ptr<nn::Module> {
+    if (sparse[static_cast<std::size_t>(layer)]) return std::make_shared<SparseMoeBlock>(moe, dtype);
+    return std::make_shared<GatedMLP>(moe.class_prefix + "MLP", moe.names, moe.hidden_size, dense, dtype);
+  };
+}
+
+void read_mixtral_keys(const ConfigJson& j, LlamaConfig& c) {
+  // MixtralConfig: sliding_window None, rms_norm_eps 1e-5, rope_theta 1e6 when absent.
+  if (const std::optional<int64_t> w = j.get_optional_int("sliding_window")) {
+    if (*w <= 0) j.fail("\"sliding_window\" must be positive, got " + std::to_string(*w));
+    c.sliding_window.assign(c.sliding_window.size(), *w);
+  }
+  if (!j.has("rms_norm_eps")) c.rms_norm_eps = 1e-5;
+  if (!j.has("rope_parameters") && !j.has("rope_theta") && !j.has("rope_scaling"))
+    c.rope = j.rope_parameters(c.max_position_embeddings, 1e6);
+  read_moe_shape(j, c, "num_local_experts", 8, 2);
+  c.moe.expert_class = "MixtralBlockSparseTop2MLP";
+  c.moe.names = {"w1", "w3", "w2"};
+  c.moe.expert_intermediate_size = c.intermediate_size;
+  c.moe.norm_topk_prob = true;  // MixtralTopKRouter always renormalises the top k
+  c.feed_forward_name = "block_sparse_moe";
+  use_sparse_blocks(c);
+}
+
+void read_qwen_moe_experts(const ConfigJson& j, LlamaConfig& c, int64_t default_experts, int64_t default_top_k,
+                           int64_t default_width) {
+  // Qwen3MoeConfig maps num_experts to num_local_experts, the name save_pretrained writes; Hub configs say num_experts.
+  read_moe_shape(j, c, j.has("num_experts") || !j.has("num_local_experts") ? "num_experts" : "num_local_experts",
+                 default_experts, default_top_k);
+  c.moe.expert_class = c.class_prefix + "MLP";
+  c.moe.expert_intermediate_size = j.get_int("moe_intermediate_size", default_width);
+  require_positive(j, "moe_intermediate_size", c.moe.expert_intermediate_size);
+  c.moe.norm_topk_prob = j.get_bool("norm_topk_prob", false);
+  read_qwen_sparse_layers(j, c);
+}
+
+void read_qwen2_moe_keys(const ConfigJson& j, LlamaConfig& c) {
+  c.qkv_bias = j.get_bool("qkv_bias", true);
+  // Qwen2MoeConfig.__post_init__: layer_types when given, else sliding on the even layers below max_window_layers.
+  if (j.get_bool("use_sliding_window", false) &&
+      !(j.json().contains("layer_types") && !j.json()["layer_types"].is_null())) {
+    if (const std::optional<int64_t> w = sliding_window_key(j)) {
+      const int64_t below = j.get_int("max_window_layers", 28);
+      for (int64_t i = 0; i < c.num_hidden_layers && i < below; i += 2)
+        c.sliding_window[static_cast<std::size_t>(i)] = *w;
+    }
+  } else {
+    read_qwen_sliding_windows(j, c);
+  }
+  read_qwen_moe_experts(j, c, 60, 4, 1408);
+  c.moe.shared_expert_intermediate_size = j.get_int("shared_expert_intermediate_size", 5632);
+  if (c.moe.shared_expert_intermediate_size < 0)
+    j.fail("\"shared_expert_intermediate_size\" must not be negative, got " +
+           std::to_string(c.moe.shared_expert_intermediate_size));
+  use_sparse_blocks(c);
+}
+
+void read_qwen3_moe_keys(const ConfigJson& j, LlamaConfig& c) {
+  c.qkv_bias = c.o_proj_bias = j.get_bool("attention_bias", false);
+  c.qk_norm = true;  // head_dim: the key, else hidden_size / heads (Qwen3MoeAttention's getattr)
+  // Qwen3MoeConfig: with use_sliding_window every layer slides (no layer_types, no max_window_layers).
+  if (j.get_bool("use_sliding_window", false))
+    if (const std::optional<int64_t> w = sliding_window_key(j)) c.sliding_window.assign(c.sliding_window.size(), *w);
+  read_qwen_moe_experts(j, c, 128, 8, 768);
+  use_sparse_blocks(c);
+}
+
 }  // namespace
 
 // ---- config -----------------------------------------------------------------------------------------------------
@@ -86,6 +193,9 @@ const LlamaVariant kLlamaVariant{"LlamaForCausalLM", "Llama", "llama", 2048, 0, 
 const LlamaVariant kMistralVariant{"MistralForCausalLM", "Mistral", "mistral", 4096 * 32, 8, read_mistral_keys};
 const LlamaVariant kQwen2Variant{"Qwen2ForCausalLM", "Qwen2", "qwen2", 32768, 32, read_qwen2_keys};
 const LlamaVariant kQwen3Variant{"Qwen3ForCausalLM", "Qwen3", "qwen3", 32768, 32, read_qwen3_keys};
+const LlamaVariant kMixtralVariant{"MixtralForCausalLM", "Mixtral", "mixtral", 4096 * 32, 8, read_mixtral_keys};
+const LlamaVariant kQwen2MoeVariant{"Qwen2MoeForCausalLM", "Qwen2Moe", "qwen2_moe", 32768, 16, read_qwen2_moe_keys};
+const LlamaVariant kQwen3MoeVariant{"Qwen3MoeForCausalLM", "Qwen3Moe", "qwen3_moe", 32768, 4, read_qwen3_moe_keys};
 
 LlamaConfig LlamaConfig::from_json(const ConfigJson& j, const LlamaVariant& d) {
   LlamaConfig c;
@@ -246,6 +356,13 @@ CausalLMInfo llama_info(const LlamaConfig& c) {
   i.head_dim = c.head_dim;
   i.max_position_embeddings = c.max_position_embeddings;
   i.tie_word_embeddings = c.tie_word_embeddings;
+  if (c.moe.num_experts > 0) {
+    i.experts.num_experts = c.moe.num_experts;
+    i.experts.experts_per_token = c.moe.top_k;
+    i.experts.sparse_layers = std::count(c.sparse_layers.begin(), c.sparse_layers.end(), true);
+    i.experts.expert_class = c.moe.expert_class;
+    i.experts.sparse_block_class = c.moe.class_prefix + "SparseMoeBlock";
+  }
   return i;
 }
 

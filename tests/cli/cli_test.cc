@@ -507,6 +507,89 @@ TEST_F(FerryCli, T5FoldersGeneratePlanInspectAndBench) {
   EXPECT_EQ(got[1]["prompt_ids"], nlohmann::json::parse("[5, 6, 7, 8]"));
 }
 
+// The device a plan (--json) gives a tensor: its longest enclosing entry.
+std::string device_of(const nlohmann::json& map, const std::string& tensor) {
+  std::string best_key;
+  std::string device;
+  for (const auto& [key, value] : map.items()) {
+    const bool encloses = key.empty() || tensor == key || tensor.rfind(key + ".", 0) == 0;
+    if (encloses && (device.empty() || key.size() > best_key.size())) {
+      best_key = key;
+      device = value.get<std::string>();
+    }
+  }
+  return device;
+}
+
+// Mixtures of experts (issue 32) through the command: inspect shows the experts, plan the bytes a token reads, the
+// llama.cpp-style flags move experts, --moe-plan layers is Accelerate's plan, and a run with every expert on disk
+// generates the resident ids with and without an expert cache, whose hits and misses the end-of-run report gives.
+TEST_F(FerryCli, MixtureOfExpertsFlagsPlanAndGenerate) {
+  const fs::path folder = dir_ / "mixtral";
+  ferry::nn::manual_seed(5);
+  ferry::test::write_random_hf_folder(folder, ferry::test::tiny_mixtral_config());
+  const std::string m = folder.string();
+
+  CliRun inspect = ferry("inspect " + m);
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_CONTAINS(inspect.out, "6 per layer, 2 routed per token, in 2 of 2 layers (MixtralBlockSparseTop2MLP)");
+
+  CliRun plan = ferry("plan " + m + " --experts disk");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_CONTAINS(plan.out, "per token:");
+  EXPECT_CONTAINS(plan.out, "2 of 6 per layer");
+  EXPECT_CONTAINS(plan.out, "expert cache:");
+  CliRun plan_json = ferry("plan " + m + " --experts disk --json");
+  ASSERT_EQ(plan_json.code, 0) << plan_json.err;
+  auto map = nlohmann::json::parse(plan_json.out);
+  EXPECT_EQ(device_of(map, "model.layers.1.block_sparse_moe.experts.5.w2.weight"), "disk") << plan_json.out;
+  EXPECT_EQ(device_of(map, "model.layers.1.block_sparse_moe.gate.weight"), "cpu") << plan_json.out;
+  EXPECT_EQ(device_of(map, "model.layers.0.self_attn.q_proj.weight"), "cpu") << plan_json.out;
+
+  CliRun n_cpu = ferry("plan " + m + " --max-memory cpu=40KB --n-cpu-moe 1 --json");
+  ASSERT_EQ(n_cpu.code, 0) << n_cpu.err;
+  map = nlohmann::json::parse(n_cpu.out);
+  for (int e = 0; e < 6; ++e)
+    EXPECT_EQ(device_of(map, "model.layers.0.block_sparse_moe.experts." + std::to_string(e) + ".w1.weight"), "cpu")
+        << n_cpu.out;
+  EXPECT_EQ(device_of(map, "model.layers.1.block_sparse_moe.experts.5.w1.weight"), "disk") << n_cpu.out;
+
+  CliRun layers = ferry("plan " + m + " --max-memory cpu=40KB --moe-plan layers --json");
+  ASSERT_EQ(layers.code, 0) << layers.err;
+  const auto layer_map = nlohmann::json::parse(layers.out);
+  for (const auto& [key, value] : layer_map.items())
+    EXPECT_EQ(key.find(".experts."), std::string::npos) << "Accelerate's plan splits at decoder layers: " << key;
+
+  const std::string gen = "generate -m " + m + " --prompt-ids 3,17,5,60,2,9 -n 8 --json";
+  CliRun resident = ferry(gen + " --device-map cpu");
+  ASSERT_EQ(resident.code, 0) << resident.err;
+  const auto want = nlohmann::json::parse(resident.out)["generated_ids"];
+  ASSERT_EQ(want.size(), 8u);
+  const std::string offload = " --experts disk --offload-io direct --offload-folder " + (dir_ / "mixtral-off").string();
+  CliRun none = ferry(gen + offload + " --expert-cache 0");
+  ASSERT_EQ(none.code, 0) << none.err;
+  auto j = nlohmann::json::parse(none.out);
+  EXPECT_EQ(j["generated_ids"], want);
+  EXPECT_EQ(j["disk_io"]["expert_cache"]["hits"], 0);
+  EXPECT_GT(j["disk_io"]["expert_cache"]["misses"].get<int>(), 0);
+  CliRun cached = ferry(gen + offload + " --expert-cache 1MiB");
+  ASSERT_EQ(cached.code, 0) << cached.err;
+  j = nlohmann::json::parse(cached.out);
+  EXPECT_EQ(j["generated_ids"], want);
+  EXPECT_GT(j["disk_io"]["expert_cache"]["hits"].get<int>(), 0);
+  CliRun text = ferry("generate -m " + m + " --prompt-ids 3,17,5 -n 4" + offload + " --expert-cache 1MiB");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_CONTAINS(text.err, "expert cache 1.00 MiB (LRU");
+  EXPECT_CONTAINS(text.err, "per token read for missed experts");
+
+  CliRun dense = ferry("plan " + model_.string() + " --experts disk");
+  EXPECT_NE(dense.code, 0);
+  EXPECT_CONTAINS(dense.err, "has no experts");
+  CliRun bad = ferry("plan " + m + " --experts disk --expert-cache lots");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_CONTAINS(bad.err, "--expert-cache");
+}
+
 TEST_F(FerryCli, DemoRunsAnOffloadedT5) {
   CliRun r = ferry("demo --arch t5 --size tiny -n 4 --verify-steps 2 --cache-dir " + (dir_ / "cache").string());
   ASSERT_EQ(r.code, 0) << r.out << r.err;

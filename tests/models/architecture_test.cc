@@ -8,8 +8,10 @@
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gpt2.h"
+#include "ferry/models/gpt_neox.h"
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
+#include "ferry/models/opt.h"
 #include "ferry/nn/empty_weights.h"
 #include "ferry/nn/module_tensors.h"
 #include "ferry/nn/tied.h"
@@ -183,6 +185,119 @@ TEST(GPTJArchitecture, KeysShapesAndClassNamesAreTransformers) {
   EXPECT_EQ(type_at(*model, "transformer.rotary_emb"), "GPTJRotaryEmbedding");
   EXPECT_EQ(get_module_tensor_shape(*model, "transformer.rotary_emb.inv_freq"), (Shape{2}));  // rotary_dim 4
   EXPECT_TRUE(nn::find_tied_parameters(*model).empty());
+}
+
+std::vector<std::string> gpt_neox_keys(bool attention_bias, bool tied_listed) {
+  std::vector<std::string> want = {"gpt_neox.embed_in.weight"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "gpt_neox.layers." + std::to_string(i) + ".";
+    for (const char* n : {"input_layernorm.weight", "input_layernorm.bias", "post_attention_layernorm.weight",
+                          "post_attention_layernorm.bias", "attention.query_key_value.weight"})
+      want.push_back(p + n);
+    if (attention_bias) want.push_back(p + "attention.query_key_value.bias");
+    want.push_back(p + "attention.dense.weight");
+    if (attention_bias) want.push_back(p + "attention.dense.bias");
+    for (const char* n :
+         {"mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"})
+      want.push_back(p + n);
+  }
+  want.insert(want.end(), {"gpt_neox.final_layer_norm.weight", "gpt_neox.final_layer_norm.bias"});
+  if (tied_listed) want.push_back("embed_out.weight");
+  return want;
+}
+
+// GPT-NeoX: transformers' GPTNeoXForCausalLM state_dict order (norms before attention in each layer), with the head
+// under its checkpoint name embed_out (transformers 5's lm_head); rotary_emb over rotary_pct of each head.
+TEST(GPTNeoXArchitecture, KeysShapesAndClassNamesAreTheCheckpoints) {
+  auto model = build_empty(test::tiny_gpt_neox_config());
+  EXPECT_EQ(model->type_name(), "GPTNeoXForCausalLM");
+  EXPECT_THAT(keys(*model), ElementsAreArray(gpt_neox_keys(true, true)));
+  EXPECT_EQ(get_module_tensor_shape(*model, "gpt_neox.layers.0.attention.query_key_value.weight"), (Shape{96, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "gpt_neox.layers.0.attention.query_key_value.bias"), (Shape{96}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "gpt_neox.layers.1.mlp.dense_h_to_4h.weight"), (Shape{48, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "embed_out.weight"), (Shape{96, 32}));
+  EXPECT_EQ(type_at(*model, "gpt_neox"), "GPTNeoXModel");
+  EXPECT_EQ(type_at(*model, "gpt_neox.embed_in"), "Embedding");
+  EXPECT_EQ(type_at(*model, "gpt_neox.emb_dropout"), "Dropout");
+  EXPECT_EQ(type_at(*model, "gpt_neox.layers.1"), "GPTNeoXLayer");
+  EXPECT_EQ(type_at(*model, "gpt_neox.layers.1.attention"), "GPTNeoXAttention");
+  EXPECT_EQ(type_at(*model, "gpt_neox.layers.1.mlp"), "GPTNeoXMLP");
+  EXPECT_EQ(type_at(*model, "gpt_neox.layers.1.post_mlp_dropout"), "Dropout");
+  EXPECT_EQ(type_at(*model, "gpt_neox.final_layer_norm"), "LayerNorm");
+  EXPECT_EQ(type_at(*model, "gpt_neox.rotary_emb"), "GPTNeoXRotaryEmbedding");
+  EXPECT_EQ(type_at(*model, "embed_out"), "Linear");
+  // rotary_pct 0.5 of head 8: 4 dims rotate, inv_freq [2] (and transformers' original_inv_freq copy).
+  EXPECT_EQ(get_module_tensor_shape(*model, "gpt_neox.rotary_emb.inv_freq"), (Shape{2}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "gpt_neox.rotary_emb.original_inv_freq"), (Shape{2}));
+  EXPECT_EQ(model->info().block_class, "GPTNeoXLayer");
+  EXPECT_EQ(model->info().base_model_prefix, "gpt_neox");
+  EXPECT_EQ(model->info().layers_prefix, "gpt_neox.layers");
+  EXPECT_EQ(model->info().head_dim, 8);
+  EXPECT_TRUE(nn::find_tied_parameters(*model).empty());
+
+  // attention_bias false drops query_key_value's and dense's biases (the MLP keeps its own); a tied head is
+  // embed_in's slot, listed under the embedding.
+  nlohmann::json c = test::tiny_gpt_neox_config();
+  c["attention_bias"] = false;
+  c["tie_word_embeddings"] = true;
+  auto tied = build_empty(c);
+  EXPECT_THAT(keys(*tied), ElementsAreArray(gpt_neox_keys(false, true)));
+  EXPECT_THAT(nn::find_tied_parameters(*tied),
+              ElementsAre(ElementsAre("embed_out.weight", "gpt_neox.embed_in.weight")));
+  EXPECT_EQ(tied->named_parameters().front().first, "gpt_neox.embed_in.weight");
+  EXPECT_NE(tied->named_parameters().back().first, "embed_out.weight");
+}
+
+// OPT: transformers' OPTForCausalLM state_dict order (the decoder's final_layer_norm before its layers), positions
+// table N + 2 rows, tied lm_head.
+TEST(OPTArchitecture, KeysShapesAndClassNamesAreTransformers) {
+  auto model = build_empty(test::tiny_opt_config());
+  std::vector<std::string> want = {"model.decoder.embed_tokens.weight", "model.decoder.embed_positions.weight",
+                                   "model.decoder.final_layer_norm.weight", "model.decoder.final_layer_norm.bias"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "model.decoder.layers." + std::to_string(i) + ".";
+    for (const char* n : {"k_proj", "v_proj", "q_proj", "out_proj"})
+      for (const char* w : {".weight", ".bias"}) want.push_back(p + "self_attn." + n + w);
+    for (const char* n : {"self_attn_layer_norm", "fc1", "fc2", "final_layer_norm"})
+      for (const char* w : {".weight", ".bias"}) want.push_back(p + n + w);
+  }
+  want.push_back("lm_head.weight");
+  EXPECT_THAT(keys(*model), ElementsAreArray(want));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.decoder.embed_positions.weight"), (Shape{66, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.decoder.layers.0.fc1.weight"), (Shape{48, 32}));
+  EXPECT_EQ(type_at(*model, "model"), "OPTModel");
+  EXPECT_EQ(type_at(*model, "model.decoder"), "OPTDecoder");
+  EXPECT_EQ(type_at(*model, "model.decoder.embed_positions"), "OPTLearnedPositionalEmbedding");
+  EXPECT_EQ(type_at(*model, "model.decoder.layers.1"), "OPTDecoderLayer");
+  EXPECT_EQ(type_at(*model, "model.decoder.layers.1.self_attn"), "OPTAttention");
+  EXPECT_EQ(type_at(*model, "model.decoder.layers.1.final_layer_norm"), "LayerNorm");
+  EXPECT_THAT(nn::find_tied_parameters(*model),
+              ElementsAre(ElementsAre("lm_head.weight", "model.decoder.embed_tokens.weight")));
+  EXPECT_EQ(model->info().block_class, "OPTDecoderLayer");
+  EXPECT_EQ(model->info().base_model_prefix, "model");
+  EXPECT_EQ(model->info().layers_prefix, "model.decoder.layers");
+
+  // opt-350m's shape: no final norm, project_out before project_in; no biases and no norm parameters when asked.
+  nlohmann::json c = test::tiny_opt_config();
+  c["do_layer_norm_before"] = false;
+  c["word_embed_proj_dim"] = 16;
+  c["enable_bias"] = false;
+  c["layer_norm_elementwise_affine"] = false;
+  c["num_hidden_layers"] = 1;
+  c["tie_word_embeddings"] = false;
+  auto m350 = build_empty(c);
+  EXPECT_THAT(keys(*m350),
+              ElementsAre("model.decoder.embed_tokens.weight", "model.decoder.embed_positions.weight",
+                          "model.decoder.project_out.weight", "model.decoder.project_in.weight",
+                          "model.decoder.layers.0.self_attn.k_proj.weight",
+                          "model.decoder.layers.0.self_attn.v_proj.weight",
+                          "model.decoder.layers.0.self_attn.q_proj.weight",
+                          "model.decoder.layers.0.self_attn.out_proj.weight", "model.decoder.layers.0.fc1.weight",
+                          "model.decoder.layers.0.fc2.weight", "lm_head.weight"));
+  EXPECT_EQ(get_module_tensor_shape(*m350, "model.decoder.embed_tokens.weight"), (Shape{96, 16}));
+  EXPECT_EQ(get_module_tensor_shape(*m350, "model.decoder.project_in.weight"), (Shape{32, 16}));
+  EXPECT_EQ(get_module_tensor_shape(*m350, "lm_head.weight"), (Shape{96, 16}));
+  EXPECT_TRUE(nn::find_tied_parameters(*m350).empty());
 }
 
 TEST(EmptyBuild, ParametersAreMetaOfTheRequestedDtypeAndCountMatches) {

@@ -10,8 +10,10 @@
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gpt2.h"
+#include "ferry/models/gpt_neox.h"
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
+#include "ferry/models/opt.h"
 #include "support/error_of.h"
 #include "support/hf_folder.h"
 
@@ -139,8 +141,10 @@ TEST(ResolveArchitecture, ArchitecturesFirstThenModelType) {
   EXPECT_EQ(resolve_architecture(cfg({{"model_type", "gpt2"}})), "GPT2LMHeadModel");
   // transformers' AutoModelForCausalLM goes by model_type, so a base-model class name still loads.
   EXPECT_EQ(resolve_architecture(cfg({{"architectures", {"LlamaModel"}}, {"model_type", "llama"}})), "LlamaForCausalLM");
-  EXPECT_THAT(supported_architectures(), ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                                     "Qwen3ForCausalLM", "GPT2LMHeadModel", "GPTJForCausalLM"));
+  EXPECT_THAT(supported_architectures(),
+              ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                          "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GPT2LMHeadModel",
+                          "GPTJForCausalLM", "GPTNeoXForCausalLM", "OPTForCausalLM"));
   EXPECT_EQ(resolve_architecture(cfg({{"model_type", "qwen3"}})), "Qwen3ForCausalLM");
 }
 
@@ -280,6 +284,136 @@ TEST(GPTJConfig, RotaryDimDefaultsAndLimits) {
   EXPECT_THAT(error_of([&] { GPTJConfig::from_json(cfg(j)); }), HasSubstr("rotary_dim 130"));
   j["rotary_dim"] = 7;
   EXPECT_THAT(error_of([&] { GPTJConfig::from_json(cfg(j)); }), HasSubstr("must be even"));
+}
+
+json gpt_neox_sizes() {
+  return {{"vocab_size", 50},
+          {"hidden_size", 64},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"intermediate_size", 128}};
+}
+
+json with_keys(json base, const json& extra) {
+  base.update(extra);
+  return base;
+}
+
+// Values as transformers 5.24's GPTNeoXConfig reads the same keys (checked with it: rope_parameters after
+// convert_rope_params_to_dict, GPTNeoXAttention.rotary_ndims).
+TEST(GPTNeoXConfig, DefaultsAndTheRotaryKeysAsTransformersReadsThem) {
+  GPTNeoXConfig c = GPTNeoXConfig::from_json(cfg(gpt_neox_sizes()));
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_EQ(c.hidden_act, "gelu");
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-5);
+  EXPECT_TRUE(c.use_parallel_residual);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.rope.rope_type, "default");
+  EXPECT_DOUBLE_EQ(c.rope.rope_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.partial_rotary_factor, 0.25);
+  EXPECT_EQ(c.rotary_ndims, 4);  // head 16
+
+  // Pythia's keys: rotary_pct and rotary_emb_base.
+  c = GPTNeoXConfig::from_json(cfg(with_keys(gpt_neox_sizes(), {{"rotary_pct", 0.5}, {"rotary_emb_base", 500}})));
+  EXPECT_EQ(c.rotary_ndims, 8);
+  EXPECT_DOUBLE_EQ(c.rope.rope_theta, 500.0);
+  // Top-level rope_theta and partial_rotary_factor are not this family's keys: transformers ignores them too.
+  c = GPTNeoXConfig::from_json(
+      cfg(with_keys(gpt_neox_sizes(), {{"rope_theta", 500.0}, {"partial_rotary_factor", 0.5}})));
+  EXPECT_DOUBLE_EQ(c.rope.rope_theta, 10000.0);
+  EXPECT_EQ(c.rotary_ndims, 4);
+  // int(16 · 0.3) = 4
+  EXPECT_EQ(GPTNeoXConfig::from_json(cfg(with_keys(gpt_neox_sizes(), {{"rotary_pct", 0.3}}))).rotary_ndims, 4);
+
+  // transformers 5's rope_parameters win over rotary_pct / rotary_emb_base, which fill what they lack.
+  c = GPTNeoXConfig::from_json(cfg(
+      with_keys(gpt_neox_sizes(), {{"rotary_pct", 0.5},
+                                   {"rotary_emb_base", 500},
+                                   {"rope_parameters", {{"rope_type", "default"}, {"partial_rotary_factor", 1.0}}}})));
+  EXPECT_EQ(c.rotary_ndims, 16);
+  EXPECT_DOUBLE_EQ(c.rope.rope_theta, 500.0);
+  c = GPTNeoXConfig::from_json(
+      cfg(with_keys(gpt_neox_sizes(),
+                    {{"rotary_pct", 0.5}, {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 100}}}})));
+  EXPECT_EQ(c.rotary_ndims, 8);
+  EXPECT_DOUBLE_EQ(c.rope.rope_theta, 100.0);
+  // The legacy rope_scaling, "type" and all, wins over rope_parameters.
+  c = GPTNeoXConfig::from_json(
+      cfg(with_keys(gpt_neox_sizes(), {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}},
+                                       {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 100}}}})));
+  EXPECT_EQ(c.rope.rope_type, "linear");
+  EXPECT_DOUBLE_EQ(c.rope.factor, 2.0);
+  EXPECT_DOUBLE_EQ(c.rope.rope_theta, 10000.0);
+  EXPECT_EQ(c.rotary_ndims, 4);
+  // GPT-NeoX-20B's activation
+  EXPECT_EQ(GPTNeoXConfig::from_json(cfg(with_keys(gpt_neox_sizes(), {{"hidden_act", "gelu_fast"}}))).hidden_act,
+            "gelu_fast");
+}
+
+TEST(GPTNeoXConfig, BadKeysAreErrorsNamingThem) {
+  const auto error = [](const json& extra) {
+    return error_of([&] { GPTNeoXConfig::from_json(cfg(with_keys(gpt_neox_sizes(), extra))); });
+  };
+  for (const char* key :
+       {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"}) {
+    json j = gpt_neox_sizes();
+    j.erase(key);
+    EXPECT_THAT(error_of([&] { GPTNeoXConfig::from_json(cfg(j)); }),
+                HasSubstr(std::string("missing required key \"") + key + "\""));
+    EXPECT_THAT(error({{key, 0}}), HasSubstr(std::string("\"") + key + "\" must be positive"));
+  }
+  EXPECT_THAT(error({{"hidden_size", 66}}), HasSubstr("must be a multiple of num_attention_heads (4)"));
+  EXPECT_THAT(error({{"hidden_act", "quick_gelu"}}),
+              AllOf(HasSubstr("hidden_act \"quick_gelu\" is not supported"), HasSubstr("gelu_fast")));
+  // int(16 · 0.3125) = 5: odd
+  EXPECT_THAT(error({{"rotary_pct", 0.3125}}),
+              AllOf(HasSubstr("rotary_pct = 0.3125"), HasSubstr("rotates 5 dims"), HasSubstr("must be even")));
+  EXPECT_THAT(error({{"rotary_pct", 0.0}}), HasSubstr("rotary_pct"));
+  EXPECT_THAT(error({{"rope_parameters", {{"partial_rotary_factor", 1.5}}}}),
+              HasSubstr("rope_parameters.partial_rotary_factor = 1.5"));
+  EXPECT_THAT(error({{"rope_parameters", {{"rope_type", "dynamic"}, {"factor", 2.0}}}}),
+              AllOf(HasSubstr("rope_parameters"), HasSubstr("\"dynamic\" is not supported")));
+  EXPECT_THAT(error({{"rope_scaling", {{"type", "linear"}}}}), HasSubstr("\"rope_scaling\" of type \"linear\" needs"));
+  EXPECT_THAT(error({{"rope_parameters", "linear"}}), HasSubstr("\"rope_parameters\" must be an object"));
+  EXPECT_THAT(error({{"use_parallel_residual", "yes"}}), HasSubstr("use_parallel_residual"));
+}
+
+json opt_sizes() {
+  return {
+      {"vocab_size", 50}, {"hidden_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"ffn_dim", 128}};
+}
+
+TEST(OPTConfig, DefaultsAndBadKeys) {
+  OPTConfig c = OPTConfig::from_json(cfg(opt_sizes()));
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_EQ(c.word_embed_proj_dim, 64);  // = hidden_size
+  EXPECT_TRUE(c.do_layer_norm_before);
+  EXPECT_FALSE(c.remove_final_layer_norm);
+  EXPECT_TRUE(c.enable_bias);
+  EXPECT_TRUE(c.layer_norm_elementwise_affine);
+  EXPECT_EQ(c.activation_function, "relu");
+  EXPECT_TRUE(c.tie_word_embeddings);
+  c = OPTConfig::from_json(
+      cfg(with_keys(opt_sizes(), {{"word_embed_proj_dim", nullptr}, {"_remove_final_layer_norm", true}})));
+  EXPECT_EQ(c.word_embed_proj_dim, 64);
+  EXPECT_TRUE(c.remove_final_layer_norm);
+
+  const auto error = [](const json& extra) {
+    return error_of([&] { OPTConfig::from_json(cfg(with_keys(opt_sizes(), extra))); });
+  };
+  for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "ffn_dim"}) {
+    json j = opt_sizes();
+    j.erase(key);
+    EXPECT_THAT(error_of([&] { OPTConfig::from_json(cfg(j)); }),
+                HasSubstr(std::string("missing required key \"") + key + "\""));
+    EXPECT_THAT(error({{key, -1}}), HasSubstr(std::string("\"") + key + "\" must be positive"));
+  }
+  EXPECT_THAT(error({{"word_embed_proj_dim", 0}}), HasSubstr("\"word_embed_proj_dim\" must be positive"));
+  EXPECT_THAT(error({{"hidden_size", 66}}), HasSubstr("must be a multiple of num_attention_heads (4)"));
+  EXPECT_THAT(error({{"activation_function", "quick_gelu"}}),
+              HasSubstr("activation_function \"quick_gelu\" is not supported"));
+  EXPECT_THAT(error({{"do_layer_norm_before", 1}}), HasSubstr("do_layer_norm_before"));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "ferry/big_modeling/auto_device_map.h"
@@ -133,19 +134,43 @@ void compare_with_golden(CausalLM& model, const test::HfCase& c, const std::stri
                         rounds_x ? " and bf16 linear inputs" : "", d32_prefill, d32_decode);
   std::printf("\n");
 
+  // Mixtures of experts in half precision: transformers' own half-precision run may route a token to other experts
+  // than its f32 run (measured: qwen3_moe_top2_norm_bf16 decode 0.57 at max |logit| 3.7), so ferry — which
+  // computes what the f32 run computes — is held to that run's own distance plus the dense bound, and its greedy
+  // ids to the f32 run's. Against the f32 run with bf16-rounded linear inputs, a one-ulp difference ahead of a linear
+  // layer that moves an input across a bf16 rounding boundary (see the top of this file) also moves the routing
+  // weights and every expert's input after it: measured qwen2_moe_shared_top4_bf16 decode 9.7e-3 at max |logit|
+  // 3.67 (2.6e-3 of it; prefill 2.4e-7), hence 5e-3 of max |logit| there.
+  const bool routed = model.info().experts.num_experts > 0;
+  double own_half_prefill = 0, own_half_decode = 0;  // transformers' half run against its f32 run
+  if (half && routed) {
+    own_half_prefill = test::max_abs_diff(want_prefill, golden.at("prefill" + f32_key));
+    own_half_decode = test::max_abs_diff(want_decode, golden.at("decode" + f32_key));
+    std::printf("[hf %s] %-30s transformers' own %s deviation from f32: %.3g / %.3g\n", label.c_str(), c.name.c_str(),
+                c.dtype.c_str(), own_half_prefill, own_half_decode);
+  }
   if (!half) {
     EXPECT_LE(d_prefill, 1e-4) << c.name << " prefill";
     EXPECT_LE(d_decode, 1e-4) << c.name << " decode";
   } else {
-    EXPECT_LE(d_prefill / scale, 2e-2) << c.name << " prefill, relative to max |logit| " << scale;
-    EXPECT_LE(d_decode / scale, 2e-2) << c.name << " decode, relative to max |logit| " << scale;
-    const double tol32 = rounds_x ? 1e-4 * scale : 1e-4;
+    EXPECT_LE(d_prefill, 2e-2 * scale + own_half_prefill) << c.name << " prefill, max |logit| " << scale;
+    EXPECT_LE(d_decode, 2e-2 * scale + own_half_decode) << c.name << " decode, max |logit| " << scale;
+    const double tol32 = rounds_x ? (routed ? 5e-3 : 1e-4) * scale : 1e-4;
     EXPECT_LE(d32_prefill, tol32) << c.name << " prefill vs transformers with f32 weights";
     EXPECT_LE(d32_decode, tol32) << c.name << " decode vs transformers with f32 weights";
   }
-  const double tolerance = half ? 2e-2 * scale : 1e-4;
-  int checked = check_greedy(prefill, want_prefill, tokens, prefill.size(0) - 1, tolerance, c.name + " prefill");
-  checked += check_greedy(decode, want_decode, tokens.slice(1, tokens.size(0)), 0, tolerance, c.name + " decode");
+  int checked = 0;
+  if (half && routed) {  // greedy ids of the f32 run (teacher-forced on the same tokens)
+    const Tensor& p32 = golden.at("prefill" + f32_key);
+    const Tensor& d32 = golden.at("decode" + f32_key);
+    const double tolerance = rounds_x ? 5e-3 * scale : 1e-4;
+    checked += check_greedy(prefill, p32, ops::argmax(p32), 0, tolerance, c.name + " prefill (f32 ids)");
+    checked += check_greedy(decode, d32, ops::argmax(d32), 0, tolerance, c.name + " decode (f32 ids)");
+  } else {
+    const double tolerance = half ? 2e-2 * scale : 1e-4;
+    checked += check_greedy(prefill, want_prefill, tokens, prefill.size(0) - 1, tolerance, c.name + " prefill");
+    checked += check_greedy(decode, want_decode, tokens.slice(1, tokens.size(0)), 0, tolerance, c.name + " decode");
+  }
   EXPECT_GT(checked, 0) << "no greedy step had a clear winner";
 }
 
@@ -170,21 +195,29 @@ TEST_P(HfReference, DiskAndCpuDeviceMapLogitsMatchTransformers) {
   }
   const CausalLMInfo& info = skeleton->info();
   const std::string last_layer = info.layers_prefix + "." + std::to_string(info.num_hidden_layers() - 1);
-  // Accelerate's form: one entry per top-level block, no entry nested in another.
+  // Accelerate's form: one entry per top-level block, no entry nested in another. The layers may sit below a child
+  // of the base model (OPT's model.decoder.layers): the modules on the way are entered, not mapped.
   DeviceMap map;
-  for (const auto& [name, child] : skeleton->get_submodule(info.base_model_prefix).named_children()) {
-    const std::string full = info.base_model_prefix + "." + name;
-    if (full != info.layers_prefix) {
-      map.set(full, Device::cpu());
-      continue;
+  std::function<void(const std::string&, const nn::Module&)> place = [&](const std::string& path, const nn::Module& m) {
+    for (const auto& [name, child] : m.named_children()) {
+      const std::string full = path + "." + name;
+      if (full == info.layers_prefix) {
+        for (const auto& [index, layer] : child->named_children())
+          map.set(full + "." + index, full + "." + index == last_layer ? Device::disk() : Device::cpu());
+      } else if (info.layers_prefix.rfind(full + ".", 0) == 0) {
+        place(full, *child);
+      } else {
+        map.set(full, Device::cpu());
+      }
     }
-    for (const auto& [index, layer] : child->named_children())
-      map.set(full + "." + index, full + "." + index == last_layer ? Device::disk() : Device::cpu());
-  }
+  };
+  place(info.base_model_prefix, skeleton->get_submodule(info.base_model_prefix));
   // A tied head stays with its embedding (cpu), as Accelerate's planner keeps tied parameters together; splitting
   // a tie between cpu and disk in a hand-written map is not supported by dispatch yet (the shared slot goes to
   // meta for both owners).
-  map.set("lm_head", info.tie_word_embeddings ? Device::cpu() : Device::disk());
+  // The head: lm_head, or GPT-NeoX's embed_out (every top-level module beside the base model).
+  for (const auto& [name, child] : skeleton->named_children())
+    if (name != info.base_model_prefix) map.set(name, info.tie_word_embeddings ? Device::cpu() : Device::disk());
   auto model = AutoModelForCausalLM::from_pretrained(reference_root() / c.name,
                                                      {.device_map = map, .offload_folder = offload.path()});
   bool offloaded = false;
@@ -205,7 +238,12 @@ TEST(HfReferencePlans, PlansEqualAcceleratesForEachFamily) {
                                           "qwen3_qknorm_sliding_f32",
                                           "qwen3_bias_untied_f32",
                                           "gpt2_f32",
-                                          "gptj_f32"};
+                                          "gptj_f32",
+                                          "gpt_neox_f32",
+                                          "gpt_neox_rotary_full_tied_f32",
+                                          "opt_f32",
+                                          "opt_350m_post_norm_proj_f32",
+                                          "opt_nobias_untied_noaffine_f32"};
   test::make_reference_folders(*python, fs::path(FERRY_SOURCE_DIR) / "tests" / "reference", reference_root(),
                                test::reference_cases());  // made once, shared with HfReference
   test::TempDir out;

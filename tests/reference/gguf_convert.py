@@ -10,11 +10,21 @@ load the file and run it on token ids (scripts/bench-gguf); --with-vocab runs th
 (a folder with a SentencePiece tokenizer.model: tests/reference/spm_gguf_oracle.py); by default the tokenizer keys
 are absent.
 
-Two things are stood in for, neither of which touches the weights or the model's hyperparameters:
+Five things are stood in for, none of which touches the weights or changes the model's hyperparameters:
   - mistral_common (imported by the converter for Mistral's own tokenizers only) is replaced by empty modules
     while the converter is imported;
   - the vocabulary step is skipped (the test folders have random weights and no tokenizer; ferry's GGUF
-    tokenizer is tested on its own).
+    tokenizer is tested on its own);
+  - the pinned gguf-py lists "model.layers.{bid}.block_sparse_moe.gate" under both FFN_GATE_INP (Mixtral's router)
+    and FFN_GATE (for smallthinker), and the later one wins, so this converter names Mixtral's router
+    blk.N.ffn_gate, which llama.cpp itself then refuses to load; the FFN_GATE entry is dropped, so the router is
+    blk.N.ffn_gate_inp as in every Mixtral GGUF on the Hub;
+  - transformers 5 nests rope_theta in config.to_dict()'s rope_parameters, where this converter does not look (it
+    reads hparams["rope_theta"]), so it would write no rope.freq_base and llama.cpp would use its 10000 instead of
+    the folder's theta; the theta is copied back to the top level, as config.json holds it;
+  - transformers 5's Qwen3MoeConfig calls num_experts num_local_experts, which this converter's Qwen MoE models do not
+    read (they read hparams["num_experts"]; the base writes expert_count from num_local_experts, once): the count is
+    moved back to num_experts.
 """
 import sys
 import types
@@ -43,8 +53,25 @@ def main():
     stub_mistral_common()
     sys.path.insert(0, converter_dir)
     import convert_hf_to_gguf as c
+    import gguf
+    gate = gguf.MODEL_TENSOR.FFN_GATE
+    gguf.TensorNameMap.block_mappings_cfg[gate] = tuple(
+        k for k in gguf.TensorNameMap.block_mappings_cfg[gate] if k != "model.layers.{bid}.block_sparse_moe.gate")
     for n in MISTRAL:  # only the converter's import needed them; transformers must see the package as absent
         sys.modules.pop(n, None)
+    load_hparams = c.ModelBase.load_hparams
+
+    def load_hparams_with_rope_theta(dir_model, *args, **kwargs):
+        config = load_hparams(dir_model, *args, **kwargs)
+        rope = config.get("rope_parameters") or {}
+        if "rope_theta" not in config and "rope_theta" in rope:
+            config["rope_theta"] = rope["rope_theta"]
+        if config.get("model_type") in ("qwen2_moe", "qwen3_moe") and "num_experts" not in config \
+                and "num_local_experts" in config:
+            config["num_experts"] = config.pop("num_local_experts")
+        return config
+    c.ModelBase.load_hparams = staticmethod(load_hparams_with_rope_theta)
+
     def no_vocab(self):  # the weights are under test, not the vocabulary
         if vocab_none:
             self.gguf_writer.add_tokenizer_model("none")
@@ -53,7 +80,7 @@ def main():
             if "vocab_size" in self.hparams and not isinstance(self, c.LlamaModel):
                 self.gguf_writer.add_vocab_size(self.hparams["vocab_size"])
     if "--with-vocab" not in sys.argv[5:]:
-        for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model):
+        for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model, c.Qwen3MoeModel):  # each defines its own set_vocab
             cls.set_vocab = no_vocab
     sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", outtype]
     c.main()

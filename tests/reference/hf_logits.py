@@ -29,11 +29,14 @@ for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache  # noqa: E402
-from bf16_linear_inputs import round_linear_inputs_to_bf16  # noqa: E402
+from bf16_linear_inputs import bf16_functional_linear_inputs, round_linear_inputs_to_bf16  # noqa: E402
 
 
 def load(folder, dtype):
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager").eval()
+    extra = {}
+    if getattr(AutoConfig.from_pretrained(folder), "num_experts_per_tok", None):
+        extra["experts_implementation"] = "eager"  # the per-expert loop of the modeling file, not grouped_mm
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager", **extra).eval()
 
 
 def run(model, input_ids, decode_tokens=None, steps=16):
@@ -75,7 +78,8 @@ def golden(folder, prompt_length, steps, seed):
         tensors["decode_logits_f32"] = decode32.contiguous()
     if dtype == torch.bfloat16:
         model = round_linear_inputs_to_bf16(load(folder, torch.float32))
-        prefill_x, _, decode_x = run(model, input_ids, decode_tokens=tokens, steps=steps)
+        with bf16_functional_linear_inputs():  # the routers' and stacked experts' F.linear calls too
+            prefill_x, _, decode_x = run(model, input_ids, decode_tokens=tokens, steps=steps)
         tensors["prefill_logits_f32_bf16x"] = prefill_x.contiguous()
         tensors["decode_logits_f32_bf16x"] = decode_x.contiguous()
     save_file(tensors, os.path.normpath(folder) + ".golden.safetensors")

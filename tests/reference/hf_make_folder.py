@@ -6,7 +6,7 @@ almost uniform, so RoPE or GQA layout bugs would barely move the logits), and sa
 file names, tensor keys and config.json are exactly what transformers produces:
 
   embeddings (wte, wpe, embed_tokens)   ~ N(0, 1)
-  projection weights (Linear, Conv1D)   ~ N(0, 1/fan_in)
+  projection weights (Linear, Conv1D, routers, stacked experts)   ~ N(0, 1/fan_in)
   biases                                ~ N(0, 0.1^2)
   norm weights                          ~ 1 + 0.1 N(0, 1);  norm biases ~ 0.1 N(0, 1)
 
@@ -35,8 +35,13 @@ CONFIG_CLASSES = {
     "MistralForCausalLM": "MistralConfig",
     "Qwen2ForCausalLM": "Qwen2Config",
     "Qwen3ForCausalLM": "Qwen3Config",
+    "MixtralForCausalLM": "MixtralConfig",
+    "Qwen2MoeForCausalLM": "Qwen2MoeConfig",
+    "Qwen3MoeForCausalLM": "Qwen3MoeConfig",
     "GPT2LMHeadModel": "GPT2Config",
     "GPTJForCausalLM": "GPTJConfig",
+    "GPTNeoXForCausalLM": "GPTNeoXConfig",
+    "OPTForCausalLM": "OPTConfig",
 }
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -58,7 +63,7 @@ def redraw_weights(model, generator):
                 seen.add(id(weight))
                 if isinstance(module, torch.nn.Embedding):
                     weight.copy_(normal(weight.shape))
-                elif isinstance(module, torch.nn.Linear):
+                elif isinstance(module, torch.nn.Linear) or kind.endswith("TopKRouter"):
                     weight.copy_(normal(weight.shape, 1.0 / math.sqrt(weight.shape[1])))
                 elif isinstance(module, Conv1D):  # stored [in, out]
                     weight.copy_(normal(weight.shape, 1.0 / math.sqrt(weight.shape[0])))
@@ -66,6 +71,11 @@ def redraw_weights(model, generator):
                     weight.copy_(normal(weight.shape, 0.1, 1.0))
                 else:
                     raise SystemExit(f"hf_make_folder: no rule for the weight of {kind}")
+            if kind.endswith("Experts"):  # experts stacked in 3-D parameters [E, out, in] (transformers 5)
+                for p in params.values():
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        p.copy_(normal(p.shape, 1.0 / math.sqrt(p.shape[-1])))
             if bias is not None and id(bias) not in seen:
                 seen.add(id(bias))
                 bias.copy_(normal(bias.shape, 0.1))

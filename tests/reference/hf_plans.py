@@ -17,6 +17,17 @@ from accelerate import infer_auto_device_map, init_empty_weights  # noqa: E402
 from accelerate.utils import compute_module_sizes  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
+# Modules that transformers 5 names otherwise than the checkpoints do (it renames their keys on load and back on
+# save: conversion_mapping.py), by model_type: ferry keeps the checkpoints' names, so the plans are compared in those.
+CHECKPOINT_MODULE_NAMES = {"gpt_neox": {"lm_head": "embed_out"}}
+
+
+def checkpoint_name(name, renames):
+    for old, new in renames.items():
+        if name == old or name.startswith(old + "."):
+            return new + name[len(old):]
+    return name
+
 
 def plans(folder):
     config = AutoConfig.from_pretrained(folder)
@@ -30,7 +41,9 @@ def plans(folder):
         budget = int(total * fraction)
         device_map = infer_auto_device_map(model, max_memory={"cpu": budget, "disk": 10**12},
                                            no_split_module_classes=no_split)
-        out.append({"cpu": budget, "no_split": no_split, "device_map": {k: str(v) for k, v in device_map.items()}})
+        renames = CHECKPOINT_MODULE_NAMES.get(config.model_type, {})
+        out.append({"cpu": budget, "no_split": no_split,
+                    "device_map": {checkpoint_name(k, renames): str(v) for k, v in device_map.items()}})
     return out
 
 

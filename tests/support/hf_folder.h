@@ -84,6 +84,11 @@ nlohmann::json tiny_qwen2_config();   // q/k/v biases, tied, sliding window on l
 nlohmann::json tiny_qwen3_config();   // Qwen2 + q/k norms per head, head_dim 12 (not 32 / 4)
 nlohmann::json tiny_gpt2_config();
 nlohmann::json tiny_gptj_config();    // rotary_dim 4 of head 8
+nlohmann::json tiny_gpt_neox_config();   // rotary_pct 0.5: 4 of head 8 rotate; parallel residual, untied embed_out
+nlohmann::json tiny_opt_config();        // pre-LayerNorm, relu, tied; positions at offset 2
+nlohmann::json tiny_mixtral_config();    // Mistral + 6 experts, top-2, under block_sparse_moe
+nlohmann::json tiny_qwen2_moe_config();  // Qwen2 + 6 experts, top-3, shared expert; 3 layers, the middle one dense
+nlohmann::json tiny_qwen3_moe_config();  // Qwen3 + 6 experts, top-2, norm_topk_prob
 
 /// max |a - b| over all elements (both converted to f32); the shapes must match (else +inf).
 double max_abs_diff(const Tensor& a, const Tensor& b);

@@ -58,6 +58,12 @@ struct PlanOptions {
   std::vector<Reservation> reservations;
   /// false: never plan onto disk; a model that does not fit the other devices is a ferry::Error.
   bool allow_disk = true;
+  /// Mixtures of experts: type_name()s of the expert modules ("MixtralBlockSparseTop2MLP"). Non-empty: each expert
+  /// is a unit of the plan (placed whole, never split), the modules holding experts are split down to them, and the
+  /// dense parts (embeddings, attention, norms, routers, shared experts, the head) are placed first, the experts
+  /// after them in layer order, so the fastest memory holds what every token reads and a token reads from disk only
+  /// the experts it routes to. Empty: Accelerate's plan.
+  std::vector<std::string> expert_module_classes;
 };
 
 /// Accelerate: infer_auto_device_map

@@ -13,9 +13,24 @@
 #include "ferry/big_modeling/prefetch.h"
 #include "ferry/io/offload.h"
 #include "ferry/io/state_dict.h"
+#include "ferry/io/weights_cache.h"
 #include "ferry/nn/module.h"
 
 namespace ferry {
+
+/// The experts' cache of DispatchOptions::expert_cache. The caller sets `classes` and `capacity_bytes`;
+/// dispatch_model sets `map` (the cache over the disk part) when some expert lives on disk; the caller reads stats().
+struct ExpertCache {
+  std::vector<std::string> classes;  ///< the expert modules' classes (LanguageModelInfo::experts.expert_class)
+  std::size_t capacity_bytes = 0;    ///< 0: nothing is kept (every routed expert on disk is read), still counted
+  std::shared_ptr<io::CachedWeightsMap> map;
+  io::WeightsCacheStats stats() const {
+    if (map) return map->stats();
+    io::WeightsCacheStats s;
+    s.capacity = capacity_bytes;
+    return s;
+  }
+};
 
 struct DispatchOptions {
   /// Where offloaded modules execute; default: the first device of the map that is neither cpu nor disk
@@ -53,6 +68,9 @@ struct DispatchOptions {
   /// (page-locked) host memory, so each forward's copies to the GPU are asynchronous DMA at the bus's speed instead
   /// of driver-staged pageable copies. false keeps them where they are (views of the checkpoint).
   bool pin_cpu_weights = true;
+  /// Beyond Accelerate, mixtures of experts: experts placed on disk (modules of `classes`) go through a bounded LRU
+  /// cache in RAM (io/weights_cache.h), so an expert routed to again soon is not read again. Null: none.
+  std::shared_ptr<ExpertCache> expert_cache;
 };
 
 /// Accelerate: dispatch_model(model, device_map, main_device, state_dict, offload_dir, offload_index,

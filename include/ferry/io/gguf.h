@@ -59,6 +59,10 @@ struct GgufTensorInfo {
   /// torch order: dims reversed ([out_features, in_features] for a linear weight).
   Shape shape() const;
   int64_t numel() const;
+  /// The k-th slice along the outermost dimension (torch's dim 0), as a tensor of its own: one expert of llama.cpp's
+  /// stacked `ffn_{gate,up,down}_exps` ([E, out, in]). Named "<name>[k]", its bytes a contiguous part of this
+  /// tensor's. Throws ferry::Error naming the tensor for a 1-D tensor or k out of range.
+  GgufTensorInfo slice(int64_t k) const;
 };
 
 class GgufFile {
@@ -95,6 +99,8 @@ class GgufFile {
   /// q4_1, q5_0, q5_1, q4_k, q5_k, q6_k: their blocks, as they are in the file). Throws for other types (naming
   /// them) and for files made with parse().
   Tensor tensor(const std::string& name) const;
+  /// The same for a tensor info of this file or a slice() of one.
+  Tensor tensor(const GgufTensorInfo& info) const;
 
  private:
   std::shared_ptr<const MappedFile> file_;

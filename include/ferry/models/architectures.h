@@ -21,12 +21,21 @@ namespace ferry::models {
 
 using NamePair = std::pair<std::string_view, std::string_view>;
 
+/// A GGUF block tensor that stacks a layer's experts (llama.cpp's ffn_{gate,up,down}_exps, torch shape [E, out, in])
+/// and the HF names of its slices: "blk.<i>.<gguf>.weight"[k] <-> "<hf_layers>.<i>.<experts>.<k>.<projection>.weight".
+struct GgufStackedExperts {
+  std::string_view gguf;        // "ffn_gate_exps"
+  std::string_view experts;     // "block_sparse_moe.experts" (Mixtral), "mlp.experts" (Qwen MoE)
+  std::string_view projection;  // "w1", "gate_proj"
+};
+
 /// How a family's tensors are named in llama.cpp's GGUF files, both ways: whole-model tensors by full name, block
 /// tensors as "blk.<i>.<gguf>.<weight|bias>" <-> "<hf_layers>.<i>.<hf>.<weight|bias>".
 struct GgufTensorNames {
   std::span<const NamePair> globals;  // {gguf, hf}: {"token_embd.weight", "model.embed_tokens.weight"}, ...
   std::string_view hf_layers;         // "model.layers"
   std::span<const NamePair> blocks;   // {gguf, hf}: {"attn_q", "self_attn.q_proj"}, ...
+  std::span<const GgufStackedExperts> stacked_experts = {};
 };
 
 /// A parameter that is another one's tensor: always (T5's encoder and decoder embeddings are its shared one), or when
@@ -44,6 +53,12 @@ struct GgufArchitecture {
   /// reading keeps them (rope_interleaved), writing an HF folder permutes them.
   bool interleaved_qk_rows = false;
   const GgufTensorNames* tensors = nullptr;
+  /// The HF class of a file of this architecture with experts (`<name>.expert_count` > 0) when it is another one:
+  /// llama.cpp writes Mixtral as "llama".
+  std::string_view moe_hf_architecture = {};
+  /// Whether llama.cpp renormalises the top-k router weights for this architecture (its files do not say):
+  /// Mixtral and qwen3moe do, qwen2moe does not (norm_topk_prob).
+  bool moe_normalizes_top_k = true;
 };
 
 /// One model family member: an HF class and everything ferry needs to know to load, plan and convert it.
@@ -84,5 +99,9 @@ std::string supported_architectures_list();
 std::optional<std::string> hf_tensor_name(const GgufTensorNames& names, std::string_view gguf_name);
 /// The GGUF name of an HF tensor name (the inverse), or nullopt.
 std::optional<std::string> gguf_tensor_name(const GgufTensorNames& names, std::string_view hf_name);
+/// For a GGUF tensor that stacks experts ("blk.3.ffn_gate_exps.weight"), the HF name of its slice k is
+/// prefix + k + suffix: {"model.layers.3.block_sparse_moe.experts.", ".w1.weight"}. nullopt for other names.
+std::optional<std::pair<std::string, std::string>> hf_expert_names(const GgufTensorNames& names,
+                                                                   std::string_view gguf_name);
 
 }  // namespace ferry::models

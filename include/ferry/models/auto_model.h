@@ -4,7 +4,7 @@
 // under init_empty_weights (no bytes), then the checkpoint's tensors go straight to where they will live.
 //
 // Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (llama.h), GPT2LMHeadModel (gpt2.h),
-// GPTJForCausalLM (gptj.h).
+// GPTJForCausalLM (gptj.h), GPTNeoXForCausalLM (gpt_neox.h), OPTForCausalLM (opt.h).
 #pragma once
 
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/device_map.h"       // DeviceMap
+#include "ferry/big_modeling/dispatch.h"         // ExpertCache
 #include "ferry/big_modeling/load_checkpoint.h"  // LoadProgressCallback
 #include "ferry/big_modeling/max_memory.h"       // MaxMemory
 #include "ferry/big_modeling/prefetch.h"         // kPrefetchAuto, Prefetcher
@@ -51,6 +52,16 @@ struct FromPretrainedOptions {
   std::optional<bool> offload_state_dict;
   /// Modules a plan never splits across devices; empty = the architecture's block class (LlamaDecoderLayer, ...).
   std::vector<std::string> no_split_module_classes;
+  /// Beyond HF, mixtures of experts: the modes plan each expert as a unit, dense parts first
+  /// (PlanOptions::expert_module_classes); false = Accelerate's layer-granular plan. Either way an offloaded expert
+  /// is read only when a token routes to it.
+  bool plan_by_expert = true;
+  /// Beyond HF, mixtures of experts with experts on disk: the bytes of RAM for an LRU cache of the experts read
+  /// (DispatchOptions::expert_cache), so that an expert routed to again soon is not read again. nullopt: what the
+  /// plan leaves free of the cpu budget, at most the experts on disk (default_expert_cache_bytes); 0: none.
+  std::optional<int64_t> expert_cache_bytes;
+  /// Set: from_pretrained fills it (classes, capacity, the cache itself) so that the caller can read its stats().
+  std::shared_ptr<ExpertCache> expert_cache;
   /// Called after each tensor is loaded (for progress bars); empty = none.
   LoadProgressCallback on_progress;
   /// Beyond HF: offloaded modules read this many modules ahead while one computes (DispatchOptions::prefetch);

@@ -7,10 +7,12 @@
 //
 //   auto model = AutoModelForCausalLM::from_pretrained("SmolLM2-135M.Q8_0.gguf");   // detected by the magic
 //
-// Architectures: llama (Llama, and Mistral as llama.cpp writes it) and qwen2. Quantized tensors stay quantized (the
-// file's blocks, computed on by ops::linear's quantized kernels) unless a dtype is asked for, which dequantizes
-// them exactly. What ferry cannot load faithfully is refused by name (llama 3 rope factors, YaRN scaling, partial
-// rotary dims) rather than computed wrongly.
+// Architectures: llama (Llama, Mistral and Mixtral as llama.cpp writes them), qwen2, qwen3, qwen2moe and qwen3moe.
+// A mixture of experts' stacked expert tensors (ffn_{gate,up,down}_exps, [E, out, in]) become one module per expert,
+// each a view of its slice of the file, so an expert placed on disk is read alone, as one sequential read. Quantized
+// tensors stay quantized (the file's blocks, computed on by ops::linear's quantized kernels) unless a dtype is asked
+// for, which dequantizes them exactly. What ferry cannot load faithfully is refused by name (llama 3 rope factors, YaRN
+// scaling, partial rotary dims) rather than computed wrongly.
 #pragma once
 
 #include <filesystem>
@@ -63,6 +65,16 @@ nlohmann::json gguf_tokenizer_json(const io::GgufFile& file);
 /// way). Throws for tensors without an HF name and types ferry has no DType for (naming them). Loading casts each
 /// to its skeleton slot's dtype.
 io::StateDict gguf_state_dict(const io::GgufFile& file, const ConfigJson& config);
+
+/// A tensor of a GGUF file under its HF name: a whole tensor of the file, or one expert's slice of a stacked
+/// ffn_{gate,up,down}_exps (io::GgufTensorInfo::slice: its own offset, bytes and shape [out, in]).
+struct GgufHfTensor {
+  std::string hf_name;
+  io::GgufTensorInfo info;
+};
+/// Every tensor of `file` under its HF name, in file order, stacked experts as one entry per expert. Throws
+/// ferry::Error listing the tensors with no HF counterpart.
+std::vector<GgufHfTensor> gguf_hf_tensors(const io::GgufFile& file);
 /// The `tokenizer.ggml.*` metadata for a Hugging Face folder's tokenizer.json (the inverse of gguf_tokenizer_json):
 /// a byte-level BPE with a pre-tokenizer llama.cpp names (gpt2, smollm, llama-bpe, qwen2) becomes a "gpt2"
 /// vocabulary; a BPE with byte fallback and ▁ for spaces (Llama 1/2, Mistral, TinyLlama) a "llama" SentencePiece

@@ -28,6 +28,15 @@ namespace ferry::models {
 
 /// What loaders, planners, generation and `ferry inspect` need to know of any language model without reading its
 /// modules (transformers: the shared fields of PretrainedConfig plus the class's _no_split_modules).
+/// A mixture-of-experts model's experts, for planners, loaders and reports; num_experts 0: a dense model.
+struct ExpertsInfo {
+  int64_t num_experts = 0;         // per sparse layer
+  int64_t experts_per_token = 0;   // num_experts_per_tok (top_k)
+  int64_t sparse_layers = 0;       // layers with a sparse block
+  std::string expert_class;        // one expert's module class ("MixtralBlockSparseTop2MLP"): a device-map unit
+  std::string sparse_block_class;  // "MixtralSparseMoeBlock"
+};
+
 struct LanguageModelInfo {
   std::string architecture;  // the HF class: "LlamaForCausalLM", "T5ForConditionalGeneration", ...
   std::string model_type;    // config.json's model_type: "llama", "gpt2", "t5", ...
@@ -39,6 +48,7 @@ struct LanguageModelInfo {
   int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0;  // of those layers
   int64_t max_position_embeddings = 0;  // 0: no limit (relative positions, T5)
   int64_t decoder_start_token_id = -1;  // encoder-decoder models: the decoder's first input
+  ExpertsInfo experts;                  // mixtures of experts
 
   /// Bytes one token adds to the KV cache over all cached layers, stored as `dtype`.
   int64_t kv_cache_bytes_per_token(DType dtype = DType::F32) const;

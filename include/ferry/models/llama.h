@@ -20,12 +20,13 @@
 #include "ferry/core/dtype.h"
 #include "ferry/models/causal_lm.h"
 #include "ferry/models/config.h"
-#include "ferry/ops/rotary.h"
+#include "ferry/models/moe.h"
 #include "ferry/nn/containers.h"
 #include "ferry/nn/embedding.h"
 #include "ferry/nn/linear.h"
 #include "ferry/nn/norm.h"
 #include "ferry/nn/rotary.h"
+#include "ferry/ops/rotary.h"
 
 namespace ferry::models {
 
@@ -46,7 +47,12 @@ struct LlamaVariant {
 /// Qwen2: q/k/v with bias; sliding windows per use_sliding_window, layer_types or max_window_layers.
 /// Qwen3: Qwen2's sliding windows, attention_bias on all four projections, RMSNorm of each head's queries and keys
 /// before RoPE (q_norm, k_norm), head_dim 128 when absent.
+/// Mixtral: Mistral's attention (sliding_window off when absent) and a sparse mixture of experts under
+/// "block_sparse_moe" in every layer. Qwen2-MoE: Qwen2's attention (qkv_bias) and a sparse block with a shared
+/// expert in the layers decoder_sparse_step / mlp_only_layers pick. Qwen3-MoE: Qwen3's attention (head_dim
+/// hidden / heads when absent) and a sparse block without shared expert (moe.h).
 extern const LlamaVariant kLlamaVariant, kMistralVariant, kQwen2Variant, kQwen3Variant;
+extern const LlamaVariant kMixtralVariant, kQwen2MoeVariant, kQwen3MoeVariant;
 
 /// LlamaConfig / MistralConfig / Qwen2Config / Qwen3Config: config.json keys, transformers' defaults, validated once.
 struct LlamaConfig {
@@ -81,6 +87,9 @@ struct LlamaConfig {
   /// takes the normed hidden states [T, C] and returns [T, C].
   std::function<std::shared_ptr<nn::Module>(int64_t layer_idx, DType dtype)> feed_forward;
   std::string feed_forward_name = "mlp";
+  /// Mixtures of experts: the sparse blocks' shape (num_experts 0: a dense model) and which layers have one.
+  MoeConfig moe;
+  std::vector<bool> sparse_layers;
 
   /// Reads a config of the family member `variant`.
   static LlamaConfig from_json(const ConfigJson& json, const LlamaVariant& variant);

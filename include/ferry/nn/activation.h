@@ -11,8 +11,8 @@
 
 namespace ferry::nn {
 
-/// Throws ferry::Error naming `name` and listing the supported ones ("gelu", "gelu_new", "gelu_pytorch_tanh",
-/// "relu", "silu", "swish") when ferry has no kernel for it.
+/// Throws ferry::Error naming `name` and listing the supported ones ("gelu", "gelu_python", "gelu_new",
+/// "gelu_pytorch_tanh", "gelu_fast", "gelu_python_tanh", "relu", "silu", "swish") when ferry has no kernel for it.
 void check_activation(std::string_view name);
 
 /// ACT2FN[name](x) for f32 x.

@@ -48,6 +48,8 @@ class Planner {
   }
 
   const ModuleSizes& sizes() const { return sizes_; }
+  /// Makes each expert (a module of one of `classes`) a unit and moves the units behind the dense parts.
+  void experts_last(const std::vector<std::string>& classes);
   DeviceMap run();
 
  private:
@@ -97,6 +99,33 @@ void Planner::init_devices() {
     bool cpu = devices_[i].device.is_cpu();
     devices_[i].main = (first_gpu || cpu) && keeps_reserve(i);
   }
+}
+
+// PlanOptions::expert_module_classes: split every queued module that holds an expert down to the experts, then
+// move the experts behind the dense parts (each group keeps its order).
+void Planner::experts_last(const std::vector<std::string>& classes) {
+  auto is_expert = [&](const nn::Module* m) {
+    return m != nullptr && std::find(classes.begin(), classes.end(), m->type_name()) != classes.end();
+  };
+  auto holds_expert = [&](const nn::Module* m) {
+    if (m == nullptr || is_expert(m)) return false;
+    for (const auto& named : m->named_modules())
+      if (is_expert(named.module)) return true;
+    return false;
+  };
+  PlanQueue expanded;
+  while (!queue_.empty()) {
+    PlanItem item = std::move(queue_.front());
+    queue_.pop_front();
+    if (!holds_expert(item.module)) {
+      expanded.push_back(std::move(item));
+      continue;
+    }
+    std::vector<PlanItem> children = split_items(item);
+    queue_.insert(queue_.begin(), children.begin(), children.end());
+  }
+  std::stable_partition(expanded.begin(), expanded.end(), [&](const PlanItem& i) { return !is_expert(i.module); });
+  queue_ = std::move(expanded);
 }
 
 bool Planner::try_place(const PlanItem& item, DeviceState& dev, std::optional<int64_t> limit,
@@ -265,6 +294,18 @@ void Planner::fail_out_of_devices(const PlanItem& item) const {
 }  // namespace
 
 DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options) {
+  if (!options.expert_module_classes.empty()) {  // an expert is placed whole
+    PlanOptions o = options;
+    for (const std::string& c : options.expert_module_classes)
+      if (std::find(o.no_split_module_classes.begin(), o.no_split_module_classes.end(), c) ==
+          o.no_split_module_classes.end())
+        o.no_split_module_classes.push_back(c);
+    o.expert_module_classes.clear();
+    Planner planner(model, budget, o);
+    planner.experts_last(options.expert_module_classes);
+    if (!o.allow_disk) check_budget_can_fit(planner.sizes(), budget, o);
+    return planner.run();
+  }
   Planner planner(model, budget, options);
   if (!options.allow_disk) check_budget_can_fit(planner.sizes(), budget, options);
   return planner.run();

@@ -1,0 +1,65 @@
+// CachedWeightsMap: a bounded LRU cache in RAM in front of a weights map, for the tensors a model reads only some of
+// the time — the experts of a mixture of experts placed on disk, read when a token routes to them. A hit costs
+// nothing; a miss reads through the inner map (a direct read into the staging pool, or a page-cache view), copies the
+// bytes into memory of the cache's own (so the staging buffer is free again at once) and evicts the least recently
+// used tensors beyond the budget.
+//
+// LRU rather than frequency: published measurements on Qwen3-30B-A3B (about 45 % of a layer's expert choices repeat at
+// the next token, 80 % within 8 tokens) found plain LRU ahead of frequency pinning at every cache size.
+//
+//   auto cache = std::make_shared<CachedWeightsMap>(disk_map, 2LL << 30, [](const std::string& key) {
+//     return key.find(".experts.") != std::string::npos; });
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "ferry/io/offload.h"
+
+namespace ferry::io {
+
+struct WeightsCacheStats {
+  std::uint64_t hits = 0, misses = 0;  ///< get() calls on cacheable keys
+  std::uint64_t evictions = 0;
+  std::uint64_t bytes_missed = 0;  ///< bytes read through the inner map for misses
+  std::size_t bytes = 0;           ///< held now
+  std::size_t capacity = 0;
+};
+
+class CachedWeightsMap : public WeightsMap {
+ public:
+  /// `cacheable(key)`: whether a key is cached (others pass straight through). `capacity_bytes` 0: nothing is cached
+  /// (every cacheable get is a miss, counted).
+  CachedWeightsMap(std::shared_ptr<const WeightsMap> inner, std::size_t capacity_bytes,
+                   std::function<bool(const std::string&)> cacheable);
+
+  Tensor get(const std::string& key) const override;
+  bool contains(const std::string& key) const override { return inner_->contains(key); }
+  std::vector<std::string> keys() const override { return inner_->keys(); }
+  std::size_t size() const override { return inner_->size(); }
+  /// A cached key needs no read (false); others are passed on.
+  bool prefetch(const std::string& key) const noexcept override;
+
+  WeightsCacheStats stats() const;
+  const std::shared_ptr<const WeightsMap>& inner() const noexcept { return inner_; }
+
+ private:
+  struct Entry {
+    Tensor tensor;
+    std::list<std::string>::iterator lru;  // position in lru_ (front: most recent)
+  };
+  std::shared_ptr<const WeightsMap> inner_;
+  std::size_t capacity_;
+  std::function<bool(const std::string&)> cacheable_;
+  mutable std::mutex mu_;
+  mutable std::list<std::string> lru_;
+  mutable std::unordered_map<std::string, Entry> entries_;
+  mutable WeightsCacheStats stats_;
+};
+
+}  // namespace ferry::io

@@ -1,0 +1,205 @@
+// Mixtures of experts from GGUF files (issue 32): random Mixtral, Qwen2-MoE and Qwen3-MoE folders converted by
+// llama.cpp's own convert_hf_to_gguf.py (stacked ffn_{gate,up,down}_exps) load into one module per expert and compute
+// what the folder computes, and what llama.cpp itself computes on the file; an expert placed on disk is read from its
+// slice of the file. Skipped without the reference venv (scripts/venv).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "ferry/big_modeling/experts.h"
+#include "ferry/models/auto_model.h"
+#include "ferry/models/gguf_model.h"
+#include "ferry/nn/init.h"
+#include "ferry/nn/module_tensors.h"
+#include "support/error_of.h"
+#include "support/hf_folder.h"
+
+namespace ferry::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<int64_t> kPrompt{3, 14, 15, 92, 65, 35, 89, 7, 21, 44};
+Tensor prompt() { return Tensor::from_vector(kPrompt, {static_cast<int64_t>(kPrompt.size())}); }
+
+std::string ids_arg() {
+  std::string s;
+  for (int64_t id : kPrompt) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+TEST(GgufMoeNames, StackedExpertsNameEveryExpertsSlice) {
+  const GgufArchitecture* llama = find_gguf_architecture("llama");
+  ASSERT_NE(llama, nullptr);
+  EXPECT_EQ(llama->moe_hf_architecture, "MixtralForCausalLM");
+  const auto mixtral = hf_expert_names(*llama->tensors, "blk.3.ffn_down_exps.weight");
+  ASSERT_TRUE(mixtral);
+  EXPECT_EQ(mixtral->first + "5" + mixtral->second, "model.layers.3.block_sparse_moe.experts.5.w2.weight");
+  EXPECT_EQ(hf_tensor_name(*llama->tensors, "blk.3.ffn_gate_inp.weight"),
+            "model.layers.3.block_sparse_moe.gate.weight");
+  const GgufArchitecture* qwen2moe = find_gguf_architecture("qwen2moe");
+  ASSERT_NE(qwen2moe, nullptr);
+  EXPECT_FALSE(qwen2moe->moe_normalizes_top_k);
+  const auto qwen = hf_expert_names(*qwen2moe->tensors, "blk.0.ffn_up_exps.weight");
+  ASSERT_TRUE(qwen);
+  EXPECT_EQ(qwen->first + "0" + qwen->second, "model.layers.0.mlp.experts.0.up_proj.weight");
+  EXPECT_EQ(hf_tensor_name(*qwen2moe->tensors, "blk.1.ffn_gate_inp_shexp.weight"),
+            "model.layers.1.mlp.shared_expert_gate.weight");
+  EXPECT_TRUE(find_gguf_architecture("qwen3moe") && find_gguf_architecture("qwen3moe")->moe_normalizes_top_k);
+  EXPECT_FALSE(hf_expert_names(*llama->tensors, "blk.3.ffn_down.weight"));
+  EXPECT_FALSE(hf_expert_names(*llama->tensors, "blk.3.ffn_down_exps.bias"));
+}
+
+TEST(GgufMoeNames, SlicesOfAStackedTensorAreItsContiguousParts) {
+  io::GgufTensorInfo stacked{"blk.0.ffn_gate_exps.weight", {64, 16, 4}, GgmlType::F32, 1024, 64 * 16 * 4 * 4};
+  const io::GgufTensorInfo s = stacked.slice(2);
+  EXPECT_EQ(s.name, "blk.0.ffn_gate_exps.weight[2]");
+  EXPECT_EQ(s.shape(), (Shape{16, 64}));
+  EXPECT_EQ(s.nbytes, 64u * 16 * 4);
+  EXPECT_EQ(s.offset, 1024u + 2 * 64 * 16 * 4);
+  EXPECT_NE(test::error_of([&] { stacked.slice(4); }).find("out of range"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { s.slice(-1); }).find("out of range"), std::string::npos);
+  io::GgufTensorInfo flat{"output_norm.weight", {64}, GgmlType::F32, 0, 256};
+  EXPECT_NE(test::error_of([&] { flat.slice(0); }).find("1-D"), std::string::npos);
+}
+
+// The end of a reference script's log, for a failure message.
+std::string log_tail(const fs::path& log) {
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.size() > 1500 ? text.substr(text.size() - 1500) : text;
+}
+
+class GgufMoe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    python_ = test::reference_python(FERRY_SOURCE_DIR);
+    converter_ = fs::path(FERRY_SOURCE_DIR) / ".venv" / "src" / "llama.cpp";
+    if (const char* dir = std::getenv("FERRY_LLAMA_CPP_CONVERTER")) converter_ = dir;
+    if (!python_ || !fs::exists(converter_ / "convert_hf_to_gguf.py"))
+      GTEST_SKIP() << "no reference venv with llama.cpp's converter (scripts/venv)";
+  }
+  fs::path convert(const fs::path& folder, const std::string& outtype) {
+    const fs::path out = folder.parent_path() / (folder.filename().string() + "." + outtype + ".gguf");
+    EXPECT_EQ(test::run_reference_script(*python_, "gguf_convert.py",
+                                         {converter_.string(), folder.string(), out.string(), outtype, "--vocab-none"},
+                                         out.string() + ".log"),
+              "")
+        << log_tail(out.string() + ".log");
+    return out;
+  }
+  // llama.cpp's logits at the last position of the prompt, on `gguf`, its KV cache in f32 (as ferry's).
+  std::vector<double> llama_cpp_logits(const fs::path& gguf) {
+    const fs::path json = gguf.string() + ".llama_cpp.json";
+    EXPECT_EQ(test::run_reference_script(*python_, "llama_cpp_logits.py",
+                                         {gguf.string(), json.string(), ids_arg(), "--f32-cache"},
+                                         json.string() + ".log"),
+              "")
+        << log_tail(json.string() + ".log");
+    std::ifstream in(json);
+    return nlohmann::json::parse(in)["logits"].get<std::vector<double>>();
+  }
+  std::optional<fs::path> python_;
+  fs::path converter_;
+};
+
+struct Compared {
+  double diff = 0, scale = 0;
+  bool same_greedy = false;
+};
+Compared compare_last(CausalLM& model, const std::vector<double>& want) {
+  const auto got = model.logits(prompt(), model.make_cache(), 1).to_vector<float>();
+  Compared c;
+  if (got.size() != want.size()) return c;
+  std::size_t ours = 0, theirs = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    c.diff = std::max(c.diff, std::abs(got[i] - want[i]));
+    c.scale = std::max(c.scale, std::abs(want[i]));
+    if (got[i] > got[ours]) ours = i;
+    if (want[i] > want[theirs]) theirs = i;
+  }
+  c.same_greedy = ours == theirs;
+  return c;
+}
+
+// The three families as llama.cpp runs them: no sliding windows (its mixtral, qwen2moe and qwen3moe have none), every
+// layer sparse (qwen2moe has no dense layers, and its converter refuses them), Qwen2-MoE's top-k unnormalised and
+// Qwen3-MoE's normalised (llama.cpp's choices, which the files do not record), a 128-token vocabulary (llama.cpp's
+// vocabulary-less files).
+std::vector<std::pair<std::string, nlohmann::json>> llama_cpp_shaped_moe_configs() {
+  nlohmann::json mixtral = test::tiny_mixtral_config();
+  mixtral.erase("sliding_window");
+  nlohmann::json qwen2 = test::tiny_qwen2_moe_config();
+  qwen2.erase("mlp_only_layers");
+  qwen2["use_sliding_window"] = false;
+  qwen2["norm_topk_prob"] = false;
+  qwen2["tie_word_embeddings"] = false;  // llama.cpp's qwen2moe needs output.weight
+  nlohmann::json qwen3 = test::tiny_qwen3_moe_config();
+  qwen3["use_sliding_window"] = false;
+  std::vector<std::pair<std::string, nlohmann::json>> out{{"mixtral", mixtral},
+                                                          {"qwen2_moe", qwen2},
+                                                          {"qwen3_moe", qwen3}};
+  for (auto& [name, c] : out) {
+    c["vocab_size"] = 128;
+    c["rope_theta"] = 1e6;  // written to the file (absent, Mixtral's folder default and llama.cpp's differ)
+    c["hidden_size"] = 64;  // whole q8_0 blocks in every row
+    c["intermediate_size"] = 64;
+    c["moe_intermediate_size"] = 32;
+    c["shared_expert_intermediate_size"] = 32;
+  }
+  return out;
+}
+
+// f32 files compute the folder's logits (Mixtral's q/k rows stay in llama.cpp's interleaved order: the same products
+// in another order) and llama.cpp's at 1e-4; q8_0 files compute llama.cpp's greedy token; with every expert on disk the
+// logits are the resident ones bit for bit, each expert read from its slice of the file.
+TEST_F(GgufMoe, LlamaCppConvertedMixturesComputeAsTheFolderAndAsLlamaCpp) {
+  for (const auto& [name, config] : llama_cpp_shaped_moe_configs()) {
+    SCOPED_TRACE(name);
+    test::TempDir root;
+    const fs::path folder = root.path() / name;
+    nn::manual_seed(21);
+    test::write_random_hf_folder(folder, config, DType::F32);
+    auto hf = AutoModelForCausalLM::from_pretrained(folder);
+    const Tensor want = hf->logits(prompt());
+
+    const fs::path f32 = convert(folder, "f32");
+    auto g = AutoModelForCausalLM::from_pretrained(f32);
+    EXPECT_EQ(g->type_name(), hf->type_name());
+    EXPECT_EQ(g->info().experts.num_experts, hf->info().experts.num_experts);
+    EXPECT_EQ(g->info().experts.experts_per_token, hf->info().experts.experts_per_token);
+    EXPECT_LE(test::max_abs_diff(g->logits(prompt()), want), 1e-5 * test::max_abs(want)) << "f32 file vs folder";
+
+    const Compared f32_vs_llama = compare_last(*g, llama_cpp_logits(f32));
+    EXPECT_GT(f32_vs_llama.scale, 0.0);
+    EXPECT_LE(f32_vs_llama.diff, 1e-4 * f32_vs_llama.scale) << "f32: ferry vs llama.cpp";
+    EXPECT_TRUE(f32_vs_llama.same_greedy);
+    std::printf("%s f32: ferry vs llama.cpp on llama.cpp's file, logits max diff %.2e (max |logit| %.2f)\n",
+                name.c_str(), f32_vs_llama.diff, f32_vs_llama.scale);
+
+    const fs::path q8 = convert(folder, "q8_0");
+    auto g8 = AutoModelForCausalLM::from_pretrained(q8);
+    const std::string expert = g->info().experts.expert_class;
+    const std::string w = expert_module_names(*g8, {expert}).front();
+    EXPECT_EQ(nn::get_module_tensor(*g8, w + (name == "mixtral" ? ".w1.weight" : ".gate_proj.weight")).dtype(),
+              DType::Q8_0);
+    const Compared q8_vs_llama = compare_last(*g8, llama_cpp_logits(q8));
+    EXPECT_TRUE(q8_vs_llama.same_greedy);
+    EXPECT_LE(q8_vs_llama.diff, 0.03 * q8_vs_llama.scale) << "q8_0: ferry vs llama.cpp";
+    std::printf("%s q8_0: ferry vs llama.cpp, logits max diff %.2e (max |logit| %.2f)\n", name.c_str(),
+                q8_vs_llama.diff, q8_vs_llama.scale);
+
+    // Every expert on disk, read from the file itself (no offload folder), no expert cache: bit-identical.
+    const DeviceMap map = place_experts(*g8, DeviceMap{{"", Device::cpu()}}, {expert},
+                                        [](const std::string&) { return Device::disk(); });
+    auto offloaded = AutoModelForCausalLM::from_pretrained(q8, {.device_map = map, .expert_cache_bytes = 0});
+    EXPECT_TRUE(
+        nn::get_module_tensor(*offloaded, w + (name == "mixtral" ? ".w2.weight" : ".down_proj.weight")).is_meta());
+    EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), g8->logits(prompt())), 0.0) << "experts on disk";
+  }
+}
+
+}  // namespace
+}  // namespace ferry::models
