@@ -39,6 +39,11 @@ void inspect_gguf(const std::string& path, bool no_tensors) {
                 static_cast<long long>(c.get_int("num_key_value_heads", 0)),
                 static_cast<long long>(c.require_int("vocab_size")),
                 std::string(dtype_name(models::gguf_default_dtype(f))).c_str());
+    if (const int64_t experts = c.get_int("num_experts", 0); experts > 0)
+      std::printf(
+          "experts        %lld per layer, %lld routed per token (stacked ffn_*_exps: one module per expert, "
+          "each its slice of the file)\n",
+          static_cast<long long>(experts), static_cast<long long>(c.require_int("num_experts_per_tok")));
   } catch (const Error& e) {
     std::printf("as             (ferry cannot run it: %s)\n", e.what());
   }
@@ -57,9 +62,16 @@ void inspect_gguf(const std::string& path, bool no_tensors) {
   std::vector<std::vector<std::string>> rows{{"tensor", "as", "type", "shape", "bytes"}};
   const models::GgufArchitecture* arch =
       models::find_gguf_architecture(f.get_string("general.architecture").value_or(""));
+  auto hf_name = [&](const std::string& name) -> std::string {
+    if (!arch) return "-";
+    if (auto hf = models::hf_tensor_name(*arch->tensors, name)) return *hf;
+    if (auto experts = models::hf_expert_names(*arch->tensors, name))  // "...experts.{0..7}.w1.weight"
+      return experts->first + "{0.." + std::to_string(f.tensor_info(name).dims.back() - 1) + "}" + experts->second;
+    return "-";
+  };
   for (const auto& t : f.tensors())
-    rows.push_back({t.name, arch ? models::hf_tensor_name(*arch->tensors, t.name).value_or("-") : "-", std::string(ggml_type_info(t.type).name),
-                    shape_str(t.shape()), format_bytes(static_cast<int64_t>(t.nbytes))});
+    rows.push_back({t.name, hf_name(t.name), std::string(ggml_type_info(t.type).name), shape_str(t.shape()),
+                    format_bytes(static_cast<int64_t>(t.nbytes))});
   print_table(stdout, rows);
 }
 

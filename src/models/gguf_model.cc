@@ -139,6 +139,8 @@ std::vector<GgufHfTensor> gguf_hf_tensors(const io::GgufFile& f) {
   for (const auto& info : f.tensors()) {
     if (const auto hf = hf_tensor_name(names, info.name)) {
       out.push_back({*hf, info});
+      // Qwen2-MoE's shared expert gate is [1, C]; ggml drops trailing dims of 1, so llama.cpp's quantizer writes [C].
+      if (hf->ends_with(".shared_expert_gate.weight") && info.dims.size() == 1) out.back().info.dims.push_back(1);
     } else if (const auto experts = hf_expert_names(names, info.name)) {
       if (info.dims.size() != 3)
         unsupported(f, info.name,

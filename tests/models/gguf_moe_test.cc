@@ -90,16 +90,19 @@ class GgufMoe : public ::testing::Test {
         << log_tail(out.string() + ".log");
     return out;
   }
-  // llama.cpp's logits at the last position of the prompt, on `gguf`, its KV cache in f32 (as ferry's).
-  std::vector<double> llama_cpp_logits(const fs::path& gguf) {
+  // llama.cpp on `gguf` (its KV cache in f32, as ferry's): {"model", "logits" at the prompt's last position, and
+  // with `extra` options "greedy" ids} (tests/reference/llama_cpp_logits.py).
+  nlohmann::json run_llama_cpp(const fs::path& gguf, const std::vector<std::string>& extra = {}) {
     const fs::path json = gguf.string() + ".llama_cpp.json";
-    EXPECT_EQ(test::run_reference_script(*python_, "llama_cpp_logits.py",
-                                         {gguf.string(), json.string(), ids_arg(), "--f32-cache"},
-                                         json.string() + ".log"),
-              "")
+    std::vector<std::string> args{gguf.string(), json.string(), ids_arg(), "--f32-cache"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    EXPECT_EQ(test::run_reference_script(*python_, "llama_cpp_logits.py", args, json.string() + ".log"), "")
         << log_tail(json.string() + ".log");
     std::ifstream in(json);
-    return nlohmann::json::parse(in)["logits"].get<std::vector<double>>();
+    return nlohmann::json::parse(in);
+  }
+  std::vector<double> llama_cpp_logits(const fs::path& gguf) {
+    return run_llama_cpp(gguf)["logits"].get<std::vector<double>>();
   }
   std::optional<fs::path> python_;
   fs::path converter_;
@@ -198,6 +201,63 @@ TEST_F(GgufMoe, LlamaCppConvertedMixturesComputeAsTheFolderAndAsLlamaCpp) {
     EXPECT_TRUE(
         nn::get_module_tensor(*offloaded, w + (name == "mixtral" ? ".w2.weight" : ".down_proj.weight")).is_meta());
     EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), g8->logits(prompt())), 0.0) << "experts on disk";
+  }
+}
+
+// Q4_K_M files made by llama.cpp's own quantizer (hidden and expert widths of whole 256-element super-blocks, so the
+// experts are q4_k and q6_k as in the Hub's files): ferry's greedy ids are llama.cpp's, step for step, unless a step
+// is a near tie (llama.cpp's token within twice the prompt's logit difference of ferry's choice).
+TEST_F(GgufMoe, Q4KMFilesFromLlamaCppsQuantizerGenerateItsGreedyIds) {
+  constexpr int kSteps = 8;
+  for (auto [name, config] : llama_cpp_shaped_moe_configs()) {
+    SCOPED_TRACE(name);
+    config["hidden_size"] = 256;
+    config["intermediate_size"] = 256;
+    config["moe_intermediate_size"] = 256;
+    config["shared_expert_intermediate_size"] = 256;
+    if (name == "qwen3_moe") config["head_dim"] = 64;
+    test::TempDir root;
+    const fs::path folder = root.path() / name;
+    nn::manual_seed(23);
+    test::write_random_hf_folder(folder, config, DType::F32);
+    const nlohmann::json want = run_llama_cpp(convert(folder, "f32"), {"--quantize=q4_k_m", "--greedy=8"});
+    auto model = AutoModelForCausalLM::from_pretrained(want["model"].get<std::string>());
+    const std::string expert = model->info().experts.expert_class;
+    const std::string first = expert_module_names(*model, {expert}).front();
+    EXPECT_EQ(nn::get_module_tensor(*model, first + (name == "mixtral" ? ".w1.weight" : ".gate_proj.weight")).dtype(),
+              DType::Q4_K);
+
+    auto cache = model->make_cache();
+    Tensor logits = model->logits(prompt(), cache, 1);
+    const auto ref = want["logits"].get<std::vector<double>>();
+    const auto at_prompt = logits.to_vector<float>();
+    ASSERT_EQ(at_prompt.size(), ref.size());
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      diff = std::max(diff, std::abs(at_prompt[i] - ref[i]));
+      scale = std::max(scale, std::abs(ref[i]));
+    }
+    EXPECT_LE(diff, 1e-3 * scale)
+        << "q4_k_m logits at the prompt (measured: 2e-7 of the scale; both quantize activations)";
+    const auto ids = want["greedy"].get<std::vector<int64_t>>();
+    ASSERT_EQ(ids.size(), static_cast<std::size_t>(kSteps));
+    int equal = 0;
+    for (int step = 0; step < kSteps; ++step) {
+      const auto row = logits.to_vector<float>();
+      const int64_t next = std::max_element(row.begin(), row.end()) - row.begin();
+      if (next != ids[step]) {
+        EXPECT_LE(row[next] - row[ids[step]], 2 * diff)
+            << "step " << step << ": ferry picks " << next << ", llama.cpp " << ids[step];
+        break;
+      }
+      ++equal;
+      logits = model->logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1);
+    }
+    EXPECT_GE(equal, 4) << "too few greedy steps were decisive to compare";
+    std::printf(
+        "%s q4_k_m: logits max diff %.2e (max |logit| %.2f) at the prompt; %d of %d greedy ids equal to "
+        "llama.cpp's\n",
+        name.c_str(), diff, scale, equal, kSteps);
   }
 }
 
