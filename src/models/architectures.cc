@@ -133,17 +133,20 @@ const Architecture kArchitectures[] = {
      .model_type = "mixtral",
      .build = build_llama<kMixtralVariant>,
      .no_split_module = "MixtralDecoderLayer",
-     .tied_keys = kLlamaTied},
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufLlama},
     {.name = "Qwen2MoeForCausalLM",
      .model_type = "qwen2_moe",
      .build = build_llama<kQwen2MoeVariant>,
      .no_split_module = "Qwen2MoeDecoderLayer",
-     .tied_keys = kLlamaTied},
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufQwen2Moe},
     {.name = "Qwen3MoeForCausalLM",
      .model_type = "qwen3_moe",
      .build = build_llama<kQwen3MoeVariant>,
      .no_split_module = "Qwen3MoeDecoderLayer",
-     .tied_keys = kLlamaTied},
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufQwen3Moe},
     {.name = "GPT2LMHeadModel",
      .model_type = "gpt2",
      .build = build_gpt2,
@@ -273,6 +276,24 @@ std::optional<std::pair<std::string, std::string>> hf_expert_names(const GgufTen
     if (b->middle == s.gguf)
       return std::pair{std::string(names.hf_layers) + "." + std::string(b->layer) + "." + std::string(s.experts) + ".",
                        "." + std::string(s.projection) + ".weight"};
+  return std::nullopt;
+}
+
+std::optional<std::pair<std::string, int64_t>> gguf_expert_name(const GgufTensorNames& names,
+                                                                std::string_view hf_name) {
+  // "<hf_layers>.<i>.<experts>.<k>.<projection>.weight"
+  const auto b = split_block_name(hf_name, names.hf_layers);
+  if (!b || b->kind != "weight") return std::nullopt;
+  for (const GgufStackedExperts& s : names.stacked_experts) {
+    const std::string_view m = b->middle;
+    if (m.size() <= s.experts.size() + s.projection.size() + 2 || !m.starts_with(s.experts) ||
+        m[s.experts.size()] != '.' || !m.ends_with(s.projection) || m[m.size() - s.projection.size() - 1] != '.')
+      continue;
+    const std::string_view k = m.substr(s.experts.size() + 1, m.size() - s.experts.size() - s.projection.size() - 2);
+    if (!all_digits(k)) continue;
+    return std::pair{"blk." + std::string(b->layer) + "." + std::string(s.gguf) + ".weight",
+                     static_cast<int64_t>(std::stoll(std::string(k)))};
+  }
   return std::nullopt;
 }
 

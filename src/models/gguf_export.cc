@@ -45,13 +45,17 @@ bool more_bits(int64_t layer, int64_t layers) {
 // The block type of one tensor in the mix: norms and other 1-D tensors stay f32; the _M mixes put output.weight
 // and the attn_v / ffn_down of more_bits layers in q6_k; rows that are not whole blocks fall back to q8_0 (32
 // elements) or f16.
-DType tensor_dtype(const FileType& ft, const std::string& gguf_name, const Shape& shape, int64_t layers) {
-  if (shape.size() != 2) return DType::F32;
+// A stacked experts tensor ([E, out, in]) is typed by one expert's [out, in]. Routers (ffn_gate_inp, and Qwen2-MoE's
+// shared-expert gate ffn_gate_inp_shexp) stay f32, as llama.cpp's quantizer leaves them.
+DType tensor_dtype(const FileType& ft, const std::string& gguf_name, Shape shape, int64_t layers) {
+  if (shape.size() == 3) shape.erase(shape.begin());
+  if (shape.size() != 2 || gguf_name.find(".ffn_gate_inp") != std::string::npos) return DType::F32;
   DType d = ft.base;
   if (ft.ftype == 15 || ft.ftype == 17) {
     if (gguf_name == "output.weight") d = DType::Q6_K;
     const bool v_or_down = gguf_name.find(".attn_v.") != std::string::npos ||
-                           gguf_name.find(".ffn_down.") != std::string::npos;
+                           gguf_name.find(".ffn_down.") != std::string::npos ||
+                           gguf_name.find(".ffn_down_exps.") != std::string::npos;
     if (v_or_down && gguf_name.rfind("blk.", 0) == 0 && more_bits(std::stoll(gguf_name.substr(4)), layers))
       d = DType::Q6_K;
   }
@@ -100,6 +104,23 @@ void write_config(io::GgufWriter& w, const ConfigJson& c, const std::string& arc
   }
   w.set(p + "vocab_size", u32(c.require_int("vocab_size")));
   const nlohmann::json& j = c.json();
+  if (const int64_t experts = c.get_int("num_local_experts", c.get_int("num_experts", 0)); experts > 0) {
+    // What llama.cpp's mixtral / qwen2moe / qwen3moe compute: every layer sparse, its fixed top-k normalisation.
+    const bool mixtral = c.model_type() == "mixtral";
+    const bool normalizes = mixtral || c.get_bool("norm_topk_prob", false);
+    if (normalizes != find_gguf_architecture(arch)->moe_normalizes_top_k)
+      throw Error(std::string("llama.cpp's ") + arch + (normalizes ? " does not renormalise" : " renormalises") +
+                      " the top-k router weights, and a GGUF cannot say otherwise",
+                  c.where() + ": norm_topk_prob", "run the Hugging Face folder instead");
+    if ((j.contains("mlp_only_layers") && !j["mlp_only_layers"].empty()) || c.get_int("decoder_sparse_step", 1) != 1)
+      throw Error("llama.cpp's " + arch + " has no dense layers between sparse ones", c.where() + ": mlp_only_layers",
+                  "run the Hugging Face folder instead");
+    w.set(p + "expert_count", u32(experts));
+    w.set(p + "expert_used_count", u32(c.require_int("num_experts_per_tok")));
+    if (!mixtral) w.set(p + "expert_feed_forward_length", u32(c.require_int("moe_intermediate_size")));
+    if (const int64_t shared = c.get_int("shared_expert_intermediate_size", 0); !mixtral && shared > 0)
+      w.set(p + "expert_shared_feed_forward_length", u32(shared));
+  }
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
     const auto& rs = j["rope_scaling"];
     const std::string type = rs.value("rope_type", rs.value("type", std::string()));
@@ -123,8 +144,10 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   const std::string model_type = config.model_type();
   const Architecture& family = architecture_for(config);
   if (!family.gguf)
-    throw Error("ferry writes GGUF files of llama, mistral and qwen2 models, not \"" + model_type + "\"",
-                source.string(), "use llama.cpp's convert_hf_to_gguf.py for other architectures");
+    throw Error(
+        "ferry writes GGUF files of llama, mistral, mixtral, qwen2, qwen3, qwen2_moe and qwen3_moe models, not \"" +
+            model_type + "\"",
+        source.string(), "use llama.cpp's convert_hf_to_gguf.py for other architectures");
   const std::string arch(family.gguf->name);
   const GgufTensorNames& gguf_names = *family.gguf->tensors;
   const nlohmann::json& cj = config.json();
@@ -168,16 +191,39 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   }
   if (!options.chat_template.empty()) w.set("tokenizer.chat_template", io::gguf_string(options.chat_template));
 
-  // Tensors in llama.cpp's order: embedding, blocks, final norm, head.
-  std::vector<std::pair<std::string, std::string>> order;  // gguf name, hf name
+  // Tensors in llama.cpp's order: embedding, blocks, final norm, head. A layer's experts go into one stacked tensor
+  // per projection, expert k at slice k (each expert contiguous: one sequential read when it is offloaded).
+  std::vector<std::pair<std::string, std::string>> order;   // gguf name, hf name ("" for stacked experts)
+  std::map<std::string, std::vector<std::string>> stacked;  // gguf name -> hf name of expert k at k
   for (const auto& [hf, t] : tensors) {
     if (hf.find("rotary_emb.inv_freq") != std::string::npos) continue;  // recomputed from the config
     if (hf == "lm_head.weight" && tied) continue;
+    if (const auto expert = gguf_expert_name(gguf_names, hf)) {
+      auto& slot = stacked[expert->first];
+      if (slot.empty()) order.emplace_back(expert->first, "");
+      if (static_cast<int64_t>(slot.size()) <= expert->second)
+        slot.resize(static_cast<std::size_t>(expert->second) + 1);
+      slot[static_cast<std::size_t>(expert->second)] = hf;
+      continue;
+    }
     const auto name = gguf_tensor_name(gguf_names, hf);
     if (!name)
       throw Error("tensor has no GGUF name", source.string() + ": " + hf,
                   "the checkpoint holds more than a " + arch + " text model");
     order.emplace_back(*name, hf);
+  }
+  const int64_t num_experts = config.get_int("num_local_experts", config.get_int("num_experts", 0));
+  for (const auto& [name, experts] : stacked) {
+    const auto missing = std::find(experts.begin(), experts.end(), std::string());
+    if (static_cast<int64_t>(experts.size()) != num_experts || missing != experts.end())
+      throw Error("the experts of " + name + " are not experts 0.." + std::to_string(num_experts - 1) +
+                      (missing != experts.end()
+                           ? " (expert " + std::to_string(missing - experts.begin()) + " is missing)"
+                           : " (" + std::to_string(experts.size()) + " found)"),
+                  source.string(), "is the checkpoint complete?");
+    for (const std::string& hf : experts)
+      if (tensors.at(hf).shape() != tensors.at(experts.front()).shape())
+        throw Error("experts of one layer differ in shape", source.string() + ": " + hf, "is the checkpoint damaged?");
   }
   auto rank = [](const std::string& g) -> std::pair<int64_t, std::string> {
     if (g.rfind("token_embd.", 0) == 0) return {-1, g};
@@ -186,6 +232,29 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   };
   std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
   for (const auto& [name, hf] : order) {
+    if (hf.empty()) {  // stacked experts: each expert converted on its own, its bytes at slice k
+      std::vector<Tensor> experts;
+      for (const std::string& e : stacked.at(name)) experts.push_back(tensors.at(e));
+      Shape shape = experts.front().shape();
+      shape.insert(shape.begin(), static_cast<int64_t>(experts.size()));
+      const DType target = tensor_dtype(ft, name, shape, layers);
+      w.add_tensor(name, shape, target, [experts, shape, target] {
+        Tensor out = Tensor::empty(shape, target);
+        const std::size_t each = out.nbytes() / experts.size();
+        auto* dst = static_cast<uint8_t*>(out.raw_data());
+        for (std::size_t k = 0; k < experts.size(); ++k) {
+          const Tensor& e = experts[k];
+          const Tensor t = e.dtype() == target
+                               ? e
+                               : e.to(Device::cpu(), is_quantized(e.dtype()) ? DType::F32 : e.dtype()).to(target);
+          std::memcpy(dst + k * each, t.raw_data(), each);
+        }
+        return out;
+      });
+      ++report.tensors_per_type[std::string(dtype_name(target))];
+      report.bytes += dtype_nbytes(target, shape_numel(shape));
+      continue;
+    }
     const Tensor src = tensors.at(hf);
     const DType target = tensor_dtype(ft, name, src.shape(), layers);
     // HF folders hold q/k in rotate-half order; a GGUF source already in llama.cpp's.

@@ -131,7 +131,7 @@ Compared compare_last(CausalLM& model, const std::vector<double>& want) {
 // layer sparse (qwen2moe has no dense layers, and its converter refuses them), Qwen2-MoE's top-k unnormalised and
 // Qwen3-MoE's normalised (llama.cpp's choices, which the files do not record), a 128-token vocabulary (llama.cpp's
 // vocabulary-less files).
-std::vector<std::pair<std::string, nlohmann::json>> llama_cpp_shaped_moe_configs() {
+std::vector<std::pair<std::string, nlohmann::json>> llama_cpp_shaped_moe_configs(int64_t width = 64) {
   nlohmann::json mixtral = test::tiny_mixtral_config();
   mixtral.erase("sliding_window");
   nlohmann::json qwen2 = test::tiny_qwen2_moe_config();
@@ -146,11 +146,12 @@ std::vector<std::pair<std::string, nlohmann::json>> llama_cpp_shaped_moe_configs
                                                           {"qwen3_moe", qwen3}};
   for (auto& [name, c] : out) {
     c["vocab_size"] = 128;
-    c["rope_theta"] = 1e6;  // written to the file (absent, Mixtral's folder default and llama.cpp's differ)
-    c["hidden_size"] = 64;  // whole q8_0 blocks in every row
-    c["intermediate_size"] = 64;
-    c["moe_intermediate_size"] = 32;
-    c["shared_expert_intermediate_size"] = 32;
+    c["rope_theta"] = 1e6;     // written to the file (absent, Mixtral's folder default and llama.cpp's differ)
+    c["hidden_size"] = width;  // 64: whole q8_0 blocks in every row; 256: whole k-quant super-blocks
+    c["intermediate_size"] = width;
+    c["moe_intermediate_size"] = width == 64 ? 32 : width;
+    c["shared_expert_intermediate_size"] = width == 64 ? 32 : width;
+    if (name == "qwen3_moe" && width == 256) c["head_dim"] = 64;
   }
   return out;
 }
@@ -204,18 +205,45 @@ TEST_F(GgufMoe, LlamaCppConvertedMixturesComputeAsTheFolderAndAsLlamaCpp) {
   }
 }
 
+// ferry on `want["model"]` against llama.cpp's logits at the prompt (within 1e-3 of their scale: both quantize
+// activations the same way; measured 2e-7) and its greedy ids, step for step, unless a step is a near tie
+// (llama.cpp's token within twice the prompt's logit difference of ferry's choice).
+void expect_greedy_like_llama_cpp(CausalLM& model, const nlohmann::json& want, const std::string& what) {
+  auto cache = model.make_cache();
+  Tensor logits = model.logits(prompt(), cache, 1);
+  const auto ref = want["logits"].get<std::vector<double>>();
+  const auto at_prompt = logits.to_vector<float>();
+  ASSERT_EQ(at_prompt.size(), ref.size());
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::abs(at_prompt[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  EXPECT_LE(diff, 1e-3 * scale) << what << ": logits at the prompt";
+  const auto ids = want["greedy"].get<std::vector<int64_t>>();
+  ASSERT_FALSE(ids.empty());
+  std::size_t equal = 0;
+  for (std::size_t step = 0; step < ids.size(); ++step) {
+    const auto row = logits.to_vector<float>();
+    const int64_t next = std::max_element(row.begin(), row.end()) - row.begin();
+    if (next != ids[step]) {
+      EXPECT_LE(row[next] - row[ids[step]], 2 * diff)
+          << what << ", step " << step << ": ferry picks " << next << ", llama.cpp " << ids[step];
+      break;
+    }
+    ++equal;
+    logits = model.logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1);
+  }
+  EXPECT_GE(equal, ids.size() / 2) << what << ": too few greedy steps were decisive to compare";
+  std::printf("%s: logits max diff %.2e (max |logit| %.2f) at the prompt; %zu of %zu greedy ids equal to llama.cpp's\n",
+              what.c_str(), diff, scale, equal, ids.size());
+}
+
 // Q4_K_M files made by llama.cpp's own quantizer (hidden and expert widths of whole 256-element super-blocks, so the
-// experts are q4_k and q6_k as in the Hub's files): ferry's greedy ids are llama.cpp's, step for step, unless a step
-// is a near tie (llama.cpp's token within twice the prompt's logit difference of ferry's choice).
+// experts are q4_k and q6_k as in the Hub's files) compute llama.cpp's logits and greedy ids.
 TEST_F(GgufMoe, Q4KMFilesFromLlamaCppsQuantizerGenerateItsGreedyIds) {
-  constexpr int kSteps = 8;
-  for (auto [name, config] : llama_cpp_shaped_moe_configs()) {
+  for (const auto& [name, config] : llama_cpp_shaped_moe_configs(256)) {
     SCOPED_TRACE(name);
-    config["hidden_size"] = 256;
-    config["intermediate_size"] = 256;
-    config["moe_intermediate_size"] = 256;
-    config["shared_expert_intermediate_size"] = 256;
-    if (name == "qwen3_moe") config["head_dim"] = 64;
     test::TempDir root;
     const fs::path folder = root.path() / name;
     nn::manual_seed(23);
@@ -227,38 +255,49 @@ TEST_F(GgufMoe, Q4KMFilesFromLlamaCppsQuantizerGenerateItsGreedyIds) {
     EXPECT_EQ(nn::get_module_tensor(*model, first + (name == "mixtral" ? ".w1.weight" : ".gate_proj.weight")).dtype(),
               DType::Q4_K);
 
-    auto cache = model->make_cache();
-    Tensor logits = model->logits(prompt(), cache, 1);
-    const auto ref = want["logits"].get<std::vector<double>>();
-    const auto at_prompt = logits.to_vector<float>();
-    ASSERT_EQ(at_prompt.size(), ref.size());
-    double diff = 0, scale = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-      diff = std::max(diff, std::abs(at_prompt[i] - ref[i]));
-      scale = std::max(scale, std::abs(ref[i]));
-    }
-    EXPECT_LE(diff, 1e-3 * scale)
-        << "q4_k_m logits at the prompt (measured: 2e-7 of the scale; both quantize activations)";
-    const auto ids = want["greedy"].get<std::vector<int64_t>>();
-    ASSERT_EQ(ids.size(), static_cast<std::size_t>(kSteps));
-    int equal = 0;
-    for (int step = 0; step < kSteps; ++step) {
-      const auto row = logits.to_vector<float>();
-      const int64_t next = std::max_element(row.begin(), row.end()) - row.begin();
-      if (next != ids[step]) {
-        EXPECT_LE(row[next] - row[ids[step]], 2 * diff)
-            << "step " << step << ": ferry picks " << next << ", llama.cpp " << ids[step];
-        break;
-      }
-      ++equal;
-      logits = model->logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1);
-    }
-    EXPECT_GE(equal, 4) << "too few greedy steps were decisive to compare";
-    std::printf(
-        "%s q4_k_m: logits max diff %.2e (max |logit| %.2f) at the prompt; %d of %d greedy ids equal to "
-        "llama.cpp's\n",
-        name.c_str(), diff, scale, equal, kSteps);
+    expect_greedy_like_llama_cpp(*model, want, name + " q4_k_m");
   }
+}
+
+// `ferry quantize` (export_gguf) writes a mixture of experts as llama.cpp's converter does — each layer's experts
+// stacked, expert k at slice k — and llama.cpp runs the file: f32 computes the folder's logits, q4_k_m llama.cpp's
+// greedy ids. What llama.cpp's architectures cannot express (dense layers, another top-k normalisation) is refused.
+TEST_F(GgufMoe, FerryQuantizeWritesStackedExpertsThatLlamaCppRuns) {
+  for (const auto& [name, config] : llama_cpp_shaped_moe_configs(256)) {
+    SCOPED_TRACE(name);
+    test::TempDir root;
+    const fs::path folder = root.path() / name;
+    nn::manual_seed(24);
+    test::write_random_hf_folder(folder, config, DType::F32);
+    auto hf = AutoModelForCausalLM::from_pretrained(folder);
+
+    const fs::path f32 = root.path() / (name + ".f32.gguf");
+    export_gguf(folder, f32, {.type = "f32"});
+    auto g = AutoModelForCausalLM::from_pretrained(f32);
+    EXPECT_EQ(g->type_name(), hf->type_name());
+    const Tensor want = hf->logits(prompt());
+    EXPECT_LE(test::max_abs_diff(g->logits(prompt()), want), 1e-5 * test::max_abs(want));
+
+    const fs::path q4 = root.path() / (name + ".q4_k_m.gguf");
+    const GgufExportReport report = export_gguf(folder, q4, {.type = "q4_k_m"});
+    EXPECT_GT(report.tensors_per_type.at("q4_k"), 0);
+    auto model = AutoModelForCausalLM::from_pretrained(q4);
+    const std::string first = expert_module_names(*model, {model->info().experts.expert_class}).front();
+    EXPECT_EQ(nn::get_module_tensor(*model, first + (name == "mixtral" ? ".w1.weight" : ".gate_proj.weight")).dtype(),
+              DType::Q4_K);
+    expect_greedy_like_llama_cpp(*model, run_llama_cpp(q4, {"--greedy=8"}), name + " ferry quantize q4_k_m");
+  }
+  test::TempDir root;
+  nlohmann::json dense_layer = test::tiny_qwen2_moe_config();  // mlp_only_layers [1]
+  test::write_random_hf_folder(root.path() / "dense", dense_layer, DType::F32);
+  std::string e = test::error_of([&] { export_gguf(root.path() / "dense", root.path() / "d.gguf"); });
+  EXPECT_NE(e.find("mlp_only_layers"), std::string::npos) << e;
+  nlohmann::json normalised = test::tiny_qwen2_moe_config();
+  normalised.erase("mlp_only_layers");
+  normalised["norm_topk_prob"] = true;
+  test::write_random_hf_folder(root.path() / "norm", normalised, DType::F32);
+  e = test::error_of([&] { export_gguf(root.path() / "norm", root.path() / "n.gguf"); });
+  EXPECT_NE(e.find("norm_topk_prob"), std::string::npos) << e;
 }
 
 }  // namespace

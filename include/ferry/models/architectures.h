@@ -103,5 +103,8 @@ std::optional<std::string> gguf_tensor_name(const GgufTensorNames& names, std::s
 /// prefix + k + suffix: {"model.layers.3.block_sparse_moe.experts.", ".w1.weight"}. nullopt for other names.
 std::optional<std::pair<std::string, std::string>> hf_expert_names(const GgufTensorNames& names,
                                                                    std::string_view gguf_name);
+/// The inverse: an expert's HF tensor name -> {the stacked GGUF tensor's name, the expert's index k}
+/// ("model.layers.3.block_sparse_moe.experts.5.w2.weight" -> {"blk.3.ffn_down_exps.weight", 5}), or nullopt.
+std::optional<std::pair<std::string, int64_t>> gguf_expert_name(const GgufTensorNames& names, std::string_view hf_name);
 
 }  // namespace ferry::models
