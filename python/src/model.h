@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/dispatch.h"
 #include "ferry/models/config.h"
 #include "ferry/models/language_model.h"
 #include "ferry/nn/module.h"
@@ -26,6 +27,8 @@ struct Model {
   std::vector<text::TokenId> eos_token_ids;
   bool device_map_given = false;  // from_pretrained had a device_map: hf_device_map is set (transformers' rule)
   std::string name_or_path;
+  /// Mixtures of experts with experts on disk: their cache in RAM (statistics), else null or without classes.
+  std::shared_ptr<ExpertCache> expert_cache;
   /// Forwards and generations of one model run one at a time (hooks and caches are not shared-safe); taken with the
   /// GIL released, so a thread waiting for it never blocks Python.
   std::shared_ptr<std::mutex> mutex = std::make_shared<std::mutex>();

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include "bindings.h"
+#include "ferry/big_modeling/max_memory.h"
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gguf_model.h"
@@ -25,7 +26,30 @@ struct LoadArgs {
   std::optional<std::vector<std::string>> no_split_module_classes;
   nb::object prefetch;  // "auto" or a number of modules
   std::string offload_io = "auto";
+  bool plan_by_expert = true;
+  nb::object expert_cache;  // "auto", a size ("2GiB") or bytes (0: none)
 };
+
+// expert_cache: "auto" / None (nullopt: the plan's free cpu budget), a size string or a number of bytes >= 0.
+std::optional<int64_t> expert_cache_arg(nb::handle value) {
+  if (value.is_none()) return std::nullopt;
+  if (nb::isinstance<nb::str>(value)) {
+    const std::string s = nb::cast<std::string>(value);
+    if (s == "auto") return std::nullopt;
+    try {
+      return convert_file_size_to_int(s);
+    } catch (const Error& e) {
+      throw e.with_context("expert_cache");
+    }
+  }
+  if (nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value)) {
+    const long long n = nb::cast<long long>(value);
+    if (n >= 0) return n;
+  }
+  throw Error("expert_cache must be \"auto\", a size or a number of bytes >= 0, got " +
+                  nb::cast<std::string>(nb::repr(value)),
+              "expert_cache", "e.g. expert_cache=\"2GiB\", expert_cache=0 (no cache)");
+}
 
 // "auto" (kPrefetchAuto) or a depth >= 0.
 int prefetch_arg(nb::handle value) {
@@ -50,8 +74,12 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   if (a.no_split_module_classes) o.no_split_module_classes = *a.no_split_module_classes;
   o.prefetch = prefetch_arg(a.prefetch);
   o.offload_io = parse_offload_io(a.offload_io);
+  o.plan_by_expert = a.plan_by_expert;
+  o.expert_cache_bytes = expert_cache_arg(a.expert_cache);
+  o.expert_cache = std::make_shared<ExpertCache>();
 
   Model out;
+  out.expert_cache = o.expert_cache;
   out.name_or_path = path.string();
   if (!fs::exists(path))
     throw Error(ErrorKind::NotFound, "model folder not found", path.string(),
@@ -142,6 +170,10 @@ constexpr const char* kFromPretrainedDoc =
     "(default) measures 2 and 0 on the first forwards and keeps the faster.\n"
     "offload_io: \"auto\", \"direct\" (O_DIRECT reads) or \"mmap\".\n"
     "quantize: \"q8_0\", \"q4_k\", ... to quantize Linear/Embedding weights while loading.\n"
+    "plan_by_expert: mixtures of experts: the device_map modes plan each expert as a unit after the dense parts "
+    "(False: Accelerate's plan by decoder layer).\n"
+    "expert_cache: mixtures of experts with experts on disk: RAM for an LRU cache of the experts read, \"auto\" "
+    "(default: what the plan leaves of the cpu budget), a size (\"2GiB\") or 0 (none).\n"
     "Raises ferry.NotFoundError, ferry.OutOfMemoryError (budget too small) or ferry.InvalidValueError.";
 
 template <bool Seq2Seq>
@@ -152,15 +184,16 @@ void bind_auto_class(nb::module_& m, const char* name, const char* doc) {
           "from_pretrained",
           [](nb::handle path, nb::object device_map, nb::object max_memory, nb::object offload_folder, nb::object dtype,
              std::optional<std::vector<std::string>> no_split, nb::object prefetch, std::string offload_io,
-             nb::object quantize, nb::object torch_dtype) {
-            LoadArgs a{device_map, max_memory,          offload_folder, dtype.is_none() ? torch_dtype : dtype,
-                       quantize,   std::move(no_split), prefetch,       std::move(offload_io)};
+             nb::object quantize, nb::object torch_dtype, bool plan_by_expert, nb::object expert_cache) {
+            LoadArgs a{device_map,     max_memory,          offload_folder, dtype.is_none() ? torch_dtype : dtype,
+                       quantize,       std::move(no_split), prefetch,       std::move(offload_io),
+                       plan_by_expert, expert_cache};
             return load(path_arg(path), Seq2Seq, a);
           },
           "pretrained_model_name_or_path"_a, "device_map"_a = nb::none(), "max_memory"_a = nb::none(),
           "offload_folder"_a = nb::none(), "dtype"_a = nb::none(), "no_split_module_classes"_a = nb::none(),
           "prefetch"_a = "auto", "offload_io"_a = "auto", "quantize"_a = nb::none(), "torch_dtype"_a = nb::none(),
-          kFromPretrainedDoc)
+          "plan_by_expert"_a = true, "expert_cache"_a = "auto", kFromPretrainedDoc)
       .def_static(
           "from_config", [](nb::handle config, nb::handle dtype) { return from_config(config, dtype, Seq2Seq); },
           "config"_a, "dtype"_a = nb::none(),
@@ -178,31 +211,73 @@ void bind_models(nb::module_& m) {
            "The logits of input_ids ([T] or [B, T]; lists, numpy or CPU torch tensors) as a float32 numpy array "
            "[T, V] or [B, T, V] that shares ferry's memory (torch.from_dlpack(logits) shares it too). "
            "Encoder-decoder models return the decoder's logits (decoder_input_ids default: the start token).")
-      .def_prop_ro("hf_device_map", [](const Model& m) -> nb::object {
-        const std::optional<DeviceMap> map = m.hf_device_map();
-        if (!map) return nb::none();
-        return device_map_dict(*map);
-      }, "The device map the model was dispatched with ({module: GPU index | \"cpu\" | \"disk\"}), or None when "
-         "from_pretrained had no device_map.")
-      .def_prop_ro("config", [](const Model& m) -> nb::object {
-        if (!m.config) return nb::none();
-        return json_to_python(m.config->json().dump());
-      }, "config.json as a dict (None for GGUF files).")
-      .def_prop_ro("tokenizer", [](const Model& m) -> nb::object {
-        if (!m.tokenizer) return nb::none();
-        return nb::cast(TokenizerObject{*m.tokenizer, m.chat_template});
-      }, "The folder's tokenizer (tokenizer.json), or None.")
+      .def_prop_ro(
+          "hf_device_map",
+          [](const Model& m) -> nb::object {
+            const std::optional<DeviceMap> map = m.hf_device_map();
+            if (!map) return nb::none();
+            return device_map_dict(*map);
+          },
+          "The device map the model was dispatched with ({module: GPU index | \"cpu\" | \"disk\"}), or None when "
+          "from_pretrained had no device_map.")
+      .def_prop_ro(
+          "config",
+          [](const Model& m) -> nb::object {
+            if (!m.config) return nb::none();
+            return json_to_python(m.config->json().dump());
+          },
+          "config.json as a dict (None for GGUF files).")
+      .def_prop_ro(
+          "tokenizer",
+          [](const Model& m) -> nb::object {
+            if (!m.tokenizer) return nb::none();
+            return nb::cast(TokenizerObject{*m.tokenizer, m.chat_template});
+          },
+          "The folder's tokenizer (tokenizer.json), or None.")
       .def_prop_ro("is_encoder_decoder", [](const Model& m) { return m.info().is_encoder_decoder; })
-      .def_prop_ro("architecture", [](const Model& m) { return m.info().architecture; },
-                   "The transformers class: \"LlamaForCausalLM\", \"T5ForConditionalGeneration\", ...")
-      .def_prop_ro("eos_token_id", [](const Model& m) { return m.eos_token_ids; },
-                   "The ids that end generation (generation_config.json, else config.json).")
+      .def_prop_ro(
+          "architecture", [](const Model& m) { return m.info().architecture; },
+          "The transformers class: \"LlamaForCausalLM\", \"T5ForConditionalGeneration\", ...")
+      .def_prop_ro(
+          "eos_token_id", [](const Model& m) { return m.eos_token_ids; },
+          "The ids that end generation (generation_config.json, else config.json).")
       .def_prop_ro("name_or_path", [](const Model& m) { return m.name_or_path; })
-      .def("num_parameters", [](const Model& m) {
-        int64_t n = 0;
-        for (const auto& [name, t] : m.module().state_dict()) n += t.numel();
-        return n;
-      }, "Elements in the model's state dict (tied tensors counted once per name).")
+      .def_prop_ro(
+          "experts",
+          [](const Model& m) -> nb::object {
+            const models::ExpertsInfo& e = m.info().experts;
+            if (e.num_experts == 0) return nb::none();
+            nb::dict d;
+            d["num_experts"] = e.num_experts;
+            d["num_experts_per_tok"] = e.experts_per_token;
+            d["expert_class"] = e.expert_class;
+            return d;
+          },
+          "A mixture of experts' shape ({\"num_experts\", \"num_experts_per_tok\", \"expert_class\"}), or None.")
+      .def_prop_ro(
+          "expert_cache_stats",
+          [](const Model& m) -> nb::object {
+            if (!m.expert_cache || !m.expert_cache->map) return nb::none();  // no expert on disk
+            const io::WeightsCacheStats s = m.expert_cache->stats();
+            nb::dict d;
+            d["hits"] = s.hits;
+            d["misses"] = s.misses;
+            d["evictions"] = s.evictions;
+            d["bytes_missed"] = s.bytes_missed;
+            d["bytes"] = s.bytes;
+            d["capacity"] = s.capacity;
+            return d;
+          },
+          "With experts on disk: the expert cache's counts so far ({\"hits\", \"misses\", \"evictions\", "
+          "\"bytes_missed\" (read from disk), \"bytes\" (held), \"capacity\"}); else None.")
+      .def(
+          "num_parameters",
+          [](const Model& m) {
+            int64_t n = 0;
+            for (const auto& [name, t] : m.module().state_dict()) n += t.numel();
+            return n;
+          },
+          "Elements in the model's state dict (tied tensors counted once per name).")
       .def("__repr__", [](const Model& m) {
         return "<ferry " + m.info().architecture +
                (m.name_or_path.empty() ? std::string() : " from " + m.name_or_path) + ">";
