@@ -354,6 +354,10 @@ PlannedModel plan_model_unplaced(const models::LanguageModel& skeleton, const Mo
     o.reservations.push_back({main, kv_cache_bytes(skeleton.model_info(), flags.context),
                               "KV cache for " + std::to_string(flags.context) + " tokens"});
   }
+  // An expert cache of a given size is RAM the plan cannot give to weights (auto: whatever the plan leaves).
+  if (experts.num_experts > 0 && flags.expert_cache != "auto")
+    if (const int64_t cache = flags.expert_cache_bytes_value(); cache > 0)
+      o.reservations.push_back({Device::cpu(), cache, "expert cache"});
   OffloadPlan planned = plan_with_offload_io(skeleton, parse_device_map_mode(mode), o,
                                              parse_offload_io(flags.offload_io), flags.prefetch);
   out.device_map = std::move(planned.device_map);

@@ -19,7 +19,9 @@ void add_quantize_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("quantize", "write a model (HF folder or GGUF) as a quantized GGUF file llama.cpp loads");
-  cmd->add_option("-m,--model", o->model, "Hugging Face folder or GGUF file (llama, mistral, qwen2)")->required();
+  cmd->add_option("-m,--model", o->model,
+                  "Hugging Face folder or GGUF file (Llama, Mistral, Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE)")
+      ->required();
   cmd->add_option("-o,--out", o->out, "the GGUF file to write")->required();
   cmd->add_option("--type", o->type,
                   "q4_k_m (default), q5_k_m, q6_k, q8_0, q4_0, q4_1, q5_0, q5_1, f16, bf16 or f32");

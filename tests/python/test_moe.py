@@ -50,8 +50,13 @@ def test_experts_on_disk_compute_transformers_logits_and_count_cache_hits(mixtra
     stats = model.expert_cache_stats  # by default, what the plan leaves of the cpu budget
     assert stats["misses"] > 0 and 0 < stats["capacity"] < 160_000 and stats["bytes"] <= stats["capacity"]
 
-    cached = ferry.AutoModelForCausalLM.from_pretrained(mixtral, device_map="auto", max_memory=BUDGET,
+    # A cache of a given size is reserved from the budget: one larger than the budget is refused, by name.
+    with pytest.raises(ferry.OutOfMemoryError, match="expert cache"):
+        ferry.AutoModelForCausalLM.from_pretrained(mixtral, device_map="auto", max_memory=BUDGET,
+                                                   offload_folder=str(tmp_path / "off2"), expert_cache="1MiB")
+    cached = ferry.AutoModelForCausalLM.from_pretrained(mixtral, device_map="auto", max_memory={"cpu": "1250KB"},
                                                         offload_folder=str(tmp_path / "off2"), expert_cache="1MiB")
+    assert device_of(cached.hf_device_map, "model.layers.1.block_sparse_moe.experts.7") == "disk"
     np.testing.assert_array_equal(cached(PROMPT), model(PROMPT))
     first = cached.expert_cache_stats
     assert first["capacity"] == 1 << 20 and first["evictions"] == 0

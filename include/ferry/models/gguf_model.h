@@ -86,12 +86,12 @@ struct GgufTokenizerMetadata {
 };
 GgufTokenizerMetadata gguf_tokenizer_metadata(const std::filesystem::path& folder, const ConfigJson& config);
 
-/// `ferry quantize`: the model at `source` (a Hugging Face folder or a GGUF file of llama, mistral or qwen2) as a
-/// GGUF file llama.cpp loads — config as <arch>.* metadata, tensors under llama.cpp's names with q/k rows in its
-/// order, a tied head left out, the tokenizer copied (GGUF) or converted (gguf_tokenizer_metadata) — its weights in
-/// `type`: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q6_k, or the mixes q4_k_m / q5_k_m (q4_k / q5_k, with
-/// output.weight and the attn_v / ffn_down of llama.cpp's use_more_bits layers in q6_k). Norms stay f32; rows that
-/// are not whole blocks fall back to q8_0 or f16. One tensor is quantized at a time while the file is written
+/// `ferry quantize`: the model at `source` (a Hugging Face folder or a GGUF file of llama, mistral, qwen2, qwen3 or
+/// their MoE kin) as a GGUF file llama.cpp loads — config as <arch>.* metadata, tensors under llama.cpp's names with
+/// q/k rows in its order, a tied head left out, the tokenizer copied (GGUF) or converted (gguf_tokenizer_metadata) —
+/// its weights in `type`: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q6_k, or the mixes q4_k_m / q5_k_m (q4_k /
+/// q5_k, with output.weight and the attn_v / ffn_down of llama.cpp's use_more_bits layers in q6_k). Norms stay f32;
+/// rows that are not whole blocks fall back to q8_0 or f16. One tensor is quantized at a time while the file is written
 /// (atomically). Quantizers: core/quant.h. llama.cpp: convert_hf_to_gguf.py + llama-quantize.
 struct GgufExportOptions {
   std::string type = "q8_0";
