@@ -161,12 +161,17 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
     return model;
   }
   DeviceMap map;
+  OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    map = plan_with_offload_io(*model, parse_device_map_mode(*mode), plan_options(model->info(), options),
-                               OffloadIo::Mmap, options.prefetch)
-              .device_map;
+    OffloadPlan planned = plan_with_offload_io(*model, parse_device_map_mode(*mode),
+                                               plan_options(model->info(), options),
+                                               options.staged_reader ? OffloadIo::Mmap : options.offload_io,
+                                               options.prefetch);
+    map = std::move(planned.device_map);
+    io = planned.choice;
   } else {
     map = std::get<DeviceMap>(options.device_map);
+    io = resolve_offload_io(*model, map, options.offload_io, options.prefetch);
   }
   const bool has_disk = std::any_of(map.begin(), map.end(), [](const auto& e) { return e.second.is_disk(); });
   DispatchOptions dispatch;
@@ -208,10 +213,17 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   dispatch.skip_keys = {"past_key_values"};
   dispatch.prefetch = options.prefetch;
   dispatch.prefetcher = options.prefetcher;
+  // The disk part read direct (O_DIRECT from the GGUF file into the staging pool) or through the page cache.
+  dispatch.offload_io = io.io;
+  dispatch.staging_bytes = io.staging_bytes;
+  dispatch.staged_reader = options.staged_reader;
   if (model->info().experts.num_experts > 0) dispatch.preload_module_classes = {model->info().experts.expert_class};
-  dispatch.expert_cache = expert_cache_for(*model, map, options, std::nullopt, 0);
+  dispatch.expert_cache = expert_cache_for(*model, map, options, std::nullopt, io.staging_bytes);
   dispatch_model(*model, map, dispatch);
   model->set_hf_device_map(std::move(map));
+  // cpu-placed weights: views of the file, or copies the kernel cannot drop when RAM is short (as for folders).
+  const bool direct = has_disk && (options.staged_reader || io.io == OffloadIo::Direct);
+  if (!options.use_mmap.value_or(!direct)) copy_mapped_weights(*model);
   return model;
 }
 

@@ -171,6 +171,8 @@ TEST_F(GgufOracle, DeviceMapsApplyToGgufModels) {
   auto offloaded = AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map});
   EXPECT_TRUE(nn::get_module_tensor(*offloaded, "lm_head.weight").is_meta());
   EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), resident->logits(prompt())), 0.0);
+  auto direct = AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map, .offload_io = OffloadIo::Direct});
+  EXPECT_EQ(test::max_abs_diff(direct->logits(prompt()), resident->logits(prompt())), 0.0) << "read direct";
   // Another dtype than the file's is not the file's bytes: that needs an offload folder (and works with one).
   const std::string msg = test::error_of([&] {
     AutoModelForCausalLM::from_pretrained(gguf, {.device_map = map, .dtype = DType::BF16});

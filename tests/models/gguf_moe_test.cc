@@ -202,6 +202,11 @@ TEST_F(GgufMoe, LlamaCppConvertedMixturesComputeAsTheFolderAndAsLlamaCpp) {
     EXPECT_TRUE(
         nn::get_module_tensor(*offloaded, w + (name == "mixtral" ? ".w2.weight" : ".down_proj.weight")).is_meta());
     EXPECT_EQ(test::max_abs_diff(offloaded->logits(prompt()), g8->logits(prompt())), 0.0) << "experts on disk";
+    // The same read direct (O_DIRECT from the file into the staging pool), each expert at its slice's offset.
+    auto direct = AutoModelForCausalLM::from_pretrained(q8, {.device_map = map,
+                                                             .expert_cache_bytes = 0,
+                                                             .offload_io = OffloadIo::Direct});
+    EXPECT_EQ(test::max_abs_diff(direct->logits(prompt()), g8->logits(prompt())), 0.0) << "experts read direct";
   }
 }
 
