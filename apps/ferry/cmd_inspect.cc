@@ -60,8 +60,9 @@ void inspect_gguf(const std::string& path, bool no_tensors) {
   if (no_tensors) return;
   std::printf("\n");
   std::vector<std::vector<std::string>> rows{{"tensor", "as", "type", "shape", "bytes"}};
+  const std::string arch_name = f.get_string("general.architecture").value_or("");
   const models::GgufArchitecture* arch =
-      models::find_gguf_architecture(f.get_string("general.architecture").value_or(""));
+      models::find_gguf_architecture(arch_name, f.get_int(arch_name + ".expert_count").value_or(0) > 0);
   auto hf_name = [&](const std::string& name) -> std::string {
     if (!arch) return "-";
     if (auto hf = models::hf_tensor_name(*arch->tensors, name)) return *hf;

@@ -24,17 +24,11 @@ constexpr NamePair kLlamaGgufGlobals[] = {
     {"output.weight", "lm_head.weight"},
 };
 constexpr NamePair kLlamaGgufBlocks[] = {
-    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
-    {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
-    {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},       {"ffn_gate_inp", "block_sparse_moe.gate"},  // Mixtral's router
+    {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},   {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},    {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
 };
-// Mixtral, written as "llama": each layer's experts stacked, w1 = gate, w3 = up, w2 = down.
-constexpr GgufStackedExperts kMixtralGgufExperts[] = {{"ffn_gate_exps", "block_sparse_moe.experts", "w1"},
-                                                      {"ffn_up_exps", "block_sparse_moe.experts", "w3"},
-                                                      {"ffn_down_exps", "block_sparse_moe.experts", "w2"}};
-constexpr GgufTensorNames kLlamaGgufNames{kLlamaGgufGlobals, "model.layers", kLlamaGgufBlocks, kMixtralGgufExperts};
+constexpr GgufTensorNames kLlamaGgufNames{kLlamaGgufGlobals, "model.layers", kLlamaGgufBlocks};
 constexpr NamePair kQwen3GgufBlocks[] = {
     {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
     {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
@@ -44,42 +38,61 @@ constexpr NamePair kQwen3GgufBlocks[] = {
     {"ffn_down", "mlp.down_proj"},
 };
 constexpr GgufTensorNames kQwen3GgufNames{kLlamaGgufGlobals, "model.layers", kQwen3GgufBlocks};
-// Qwen2-MoE (qwen2moe) and Qwen3-MoE (qwen3moe): the router, Qwen2-MoE's shared expert and its gate, stacked experts.
-constexpr NamePair kQwenMoeGgufBlocks[] = {
+
+// Mixtures of experts: the router, each layer's experts stacked ([E, out, in]), every layer sparse (llama.cpp has no
+// dense layers between sparse ones). Mixtral is written as "llama" (with <arch>.expert_count): w1 = gate, w3 = up,
+// w2 = down. Qwen2-MoE (qwen2moe) adds the shared expert and its gate; Qwen3-MoE (qwen3moe) has q/k norms.
+constexpr NamePair kMixtralGgufBlocks[] = {
     {"attn_norm", "input_layernorm"},
     {"attn_q", "self_attn.q_proj"},
     {"attn_k", "self_attn.k_proj"},
     {"attn_v", "self_attn.v_proj"},
     {"attn_output", "self_attn.o_proj"},
-    {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"},
+    {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate_inp", "block_sparse_moe.gate"},
+};
+constexpr GgufStackedExperts kMixtralGgufExperts[] = {{"ffn_gate_exps", "block_sparse_moe.experts", "w1"},
+                                                      {"ffn_up_exps", "block_sparse_moe.experts", "w3"},
+                                                      {"ffn_down_exps", "block_sparse_moe.experts", "w2"}};
+constexpr GgufTensorNames kMixtralGgufNames{kLlamaGgufGlobals, "model.layers", kMixtralGgufBlocks, kMixtralGgufExperts};
+constexpr NamePair kQwen2MoeGgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},
     {"ffn_norm", "post_attention_layernorm"},
     {"ffn_gate_inp", "mlp.gate"},
     {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
     {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
     {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
     {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
-    {"ffn_gate", "mlp.gate_proj"},  // a dense layer (mlp_only_layers)
-    {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
+};
+constexpr NamePair kQwen3MoeGgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},           {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},      {"attn_output", "self_attn.o_proj"},      {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate_inp", "mlp.gate"},
 };
 constexpr GgufStackedExperts kQwenMoeGgufExperts[] = {{"ffn_gate_exps", "mlp.experts", "gate_proj"},
                                                       {"ffn_up_exps", "mlp.experts", "up_proj"},
                                                       {"ffn_down_exps", "mlp.experts", "down_proj"}};
-constexpr GgufTensorNames kQwenMoeGgufNames{kLlamaGgufGlobals, "model.layers", kQwenMoeGgufBlocks, kQwenMoeGgufExperts};
+constexpr GgufTensorNames kQwen2MoeGgufNames{kLlamaGgufGlobals, "model.layers", kQwen2MoeGgufBlocks,
+                                             kQwenMoeGgufExperts};
+constexpr GgufTensorNames kQwen3MoeGgufNames{kLlamaGgufGlobals, "model.layers", kQwen3MoeGgufBlocks,
+                                             kQwenMoeGgufExperts};
 
-constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames,
-                                      "MixtralForCausalLM"};
+constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames};
+constexpr GgufArchitecture kGgufMixtral{
+    "llama",          "MixtralForCausalLM",         /*interleaved_qk_rows=*/true, &kMixtralGgufNames,
+    /*experts=*/true, /*moe_normalizes_top_k=*/true};
 constexpr GgufArchitecture kGgufQwen2{"qwen2", "Qwen2ForCausalLM", /*interleaved_qk_rows=*/false, &kLlamaGgufNames};
 constexpr GgufArchitecture kGgufQwen3{"qwen3", "Qwen3ForCausalLM", /*interleaved_qk_rows=*/false, &kQwen3GgufNames};
-constexpr GgufArchitecture kGgufQwen2Moe{
-    "qwen2moe", "Qwen2MoeForCausalLM",         /*interleaved_qk_rows=*/false, &kQwenMoeGgufNames,
-    {},         /*moe_normalizes_top_k=*/false};
-constexpr GgufArchitecture kGgufQwen3Moe{
-    "qwen3moe", "Qwen3MoeForCausalLM",        /*interleaved_qk_rows=*/false, &kQwenMoeGgufNames,
-    {},         /*moe_normalizes_top_k=*/true};
-constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufQwen2, &kGgufQwen3, &kGgufQwen2Moe,
-                                                          &kGgufQwen3Moe};
+constexpr GgufArchitecture kGgufQwen2Moe{"qwen2moe",          "Qwen2MoeForCausalLM", /*interleaved_qk_rows=*/false,
+                                         &kQwen2MoeGgufNames, /*experts=*/true,      /*moe_normalizes_top_k=*/false};
+constexpr GgufArchitecture kGgufQwen3Moe{"qwen3moe",          "Qwen3MoeForCausalLM", /*interleaved_qk_rows=*/false,
+                                         &kQwen3MoeGgufNames, /*experts=*/true,      /*moe_normalizes_top_k=*/true};
+constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufMixtral,  &kGgufQwen2,
+                                                          &kGgufQwen3, &kGgufQwen2Moe, &kGgufQwen3Moe};
 
 // ---- tied parameters --------------------------------------------------------------------------------------------
 
@@ -134,7 +147,7 @@ const Architecture kArchitectures[] = {
      .build = build_llama<kMixtralVariant>,
      .no_split_module = "MixtralDecoderLayer",
      .tied_keys = kLlamaTied,
-     .gguf = &kGgufLlama},
+     .gguf = &kGgufMixtral},
     {.name = "Qwen2MoeForCausalLM",
      .model_type = "qwen2_moe",
      .build = build_llama<kQwen2MoeVariant>,
@@ -258,6 +271,12 @@ const GgufArchitecture* find_gguf_architecture(std::string_view name) {
   for (const GgufArchitecture* g : kGgufArchitectures)
     if (g->name == name) return g;
   return nullptr;
+}
+
+const GgufArchitecture* find_gguf_architecture(std::string_view name, bool experts) {
+  for (const GgufArchitecture* g : kGgufArchitectures)
+    if (g->name == name && g->experts == experts) return g;
+  return find_gguf_architecture(name);
 }
 
 std::optional<std::string> hf_tensor_name(const GgufTensorNames& names, std::string_view gguf_name) {

@@ -60,7 +60,7 @@ ConfigJson read_model_config(const std::filesystem::path& path) {
 
 const GgufArchitecture& gguf_architecture(const io::GgufFile& f) {
   const std::string arch = arch_of(f);
-  const GgufArchitecture* g = find_gguf_architecture(arch);
+  const GgufArchitecture* g = find_gguf_architecture(arch, f.get_int(arch + ".expert_count").value_or(0) > 0);
   if (!g)
     unsupported(f, "general.architecture", "GGUF architecture \"" + arch + "\" is not supported",
                 "ferry reads llama (Llama, Mistral, Mixtral), qwen2, qwen3, qwen2moe and qwen3moe GGUF files; use the "
@@ -73,12 +73,14 @@ ConfigJson gguf_config(const io::GgufFile& f) {
   const std::string arch(g.name);
   const std::string p = arch + ".";
   nlohmann::json c;
-  const int64_t experts = f.get_int(p + "expert_count").value_or(0);
-  const std::string_view hf_class = experts > 0 && !g.moe_hf_architecture.empty() ? g.moe_hf_architecture
-                                                                                  : g.hf_architecture;
-  c["architectures"] = {std::string(hf_class)};
-  c["model_type"] = std::string(find_architecture(hf_class)->model_type);
-  if (experts > 0) read_experts(f, g, p, experts, c);
+  c["architectures"] = {std::string(g.hf_architecture)};
+  c["model_type"] = std::string(find_architecture(g.hf_architecture)->model_type);
+  if (g.experts) {
+    read_experts(f, g, p, f.require_int(p + "expert_count"), c);
+  } else if (f.get_int(p + "expert_count").value_or(0) > 0) {
+    unsupported(f, p + "expert_count", "a " + arch + " file with experts is not a model ferry reads",
+                "use the Hugging Face folder instead");
+  }
   const int64_t hidden = f.require_int(p + "embedding_length");
   const int64_t heads = f.require_int(p + "attention.head_count");
   c["hidden_size"] = hidden;

@@ -78,8 +78,13 @@ TEST(Registry, ConfigsResolveByClassThenModelTypeAndUnknownOnesListEveryFamily) 
 }
 
 TEST(Registry, GgufArchitecturesLoadAsAnEntryThatWritesThem) {
-  for (const char* name : {"llama", "qwen2"}) {
-    const GgufArchitecture* g = find_gguf_architecture(name);
+  for (const auto& [name, experts] :
+       {std::pair{"llama", false}, std::pair{"llama", true}, std::pair{"qwen2", false}, std::pair{"qwen3", false},
+        std::pair{"qwen2moe", true}, std::pair{"qwen3moe", true}}) {
+    SCOPED_TRACE(std::string(name) + (experts ? " with experts" : ""));
+    const GgufArchitecture* g = find_gguf_architecture(name, experts);
+    ASSERT_NE(g, nullptr);
+    EXPECT_EQ(g->experts, experts);
     ASSERT_NE(g, nullptr) << name;
     const Architecture* a = find_architecture(g->hf_architecture);
     ASSERT_NE(a, nullptr) << name;
@@ -98,6 +103,13 @@ TEST(Registry, GgufArchitecturesLoadAsAnEntryThatWritesThem) {
     for (const auto& [gguf, hf] : g->tensors->globals) EXPECT_TRUE(params.count(std::string(hf))) << hf;
     for (const auto& [gguf, hf] : g->tensors->blocks)
       EXPECT_TRUE(params.count(std::string(g->tensors->hf_layers) + ".0." + std::string(hf) + ".weight")) << hf;
+    for (const GgufStackedExperts& st : g->tensors->stacked_experts) {  // expert 0 of layer 0, both ways
+      const std::string stacked = "blk.0." + std::string(st.gguf) + ".weight";
+      const auto names = hf_expert_names(*g->tensors, stacked);
+      ASSERT_TRUE(names);
+      EXPECT_TRUE(params.count(names->first + "0" + names->second)) << st.gguf;
+      EXPECT_EQ(gguf_expert_name(*g->tensors, names->first + "0" + names->second), (std::pair{stacked, int64_t{0}}));
+    }
   }
 }
 

@@ -31,9 +31,12 @@ std::string ids_arg() {
 }
 
 TEST(GgufMoeNames, StackedExpertsNameEveryExpertsSlice) {
-  const GgufArchitecture* llama = find_gguf_architecture("llama");
+  const GgufArchitecture* llama = find_gguf_architecture("llama", /*experts=*/true);
   ASSERT_NE(llama, nullptr);
-  EXPECT_EQ(llama->moe_hf_architecture, "MixtralForCausalLM");
+  EXPECT_EQ(llama->hf_architecture, "MixtralForCausalLM");
+  EXPECT_EQ(find_gguf_architecture("llama")->hf_architecture, "LlamaForCausalLM");
+  EXPECT_EQ(find_gguf_architecture("llama", false)->hf_architecture, "LlamaForCausalLM");
+  EXPECT_EQ(find_gguf_architecture("qwen2moe", false)->hf_architecture, "Qwen2MoeForCausalLM");  // only one kind
   const auto mixtral = hf_expert_names(*llama->tensors, "blk.3.ffn_down_exps.weight");
   ASSERT_TRUE(mixtral);
   EXPECT_EQ(mixtral->first + "5" + mixtral->second, "model.layers.3.block_sparse_moe.experts.5.w2.weight");

@@ -53,9 +53,9 @@ struct GgufArchitecture {
   /// reading keeps them (rope_interleaved), writing an HF folder permutes them.
   bool interleaved_qk_rows = false;
   const GgufTensorNames* tensors = nullptr;
-  /// The HF class of a file of this architecture with experts (`<name>.expert_count` > 0) when it is another one:
-  /// llama.cpp writes Mixtral as "llama".
-  std::string_view moe_hf_architecture = {};
+  /// A mixture of experts: its files have `<name>.expert_count` > 0. llama.cpp writes Mixtral as "llama", so two
+  /// entries share that name, told apart by this.
+  bool experts = false;
   /// Whether llama.cpp renormalises the top-k router weights for this architecture (its files do not say):
   /// Mixtral and qwen3moe do, qwen2moe does not (norm_topk_prob).
   bool moe_normalizes_top_k = true;
@@ -90,6 +90,9 @@ const Architecture& architecture_for(const ConfigJson& config);
 
 /// The GGUF architecture named `name` ("llama"), or nullptr.
 const GgufArchitecture* find_gguf_architecture(std::string_view name);
+/// The one with experts or without (a "llama" file with experts is Mixtral); the first named `name` when only one
+/// kind exists.
+const GgufArchitecture* find_gguf_architecture(std::string_view name, bool experts);
 
 /// "LlamaForCausalLM (llama), ..." — what ferry implements, for messages.
 std::string supported_architectures_list();
