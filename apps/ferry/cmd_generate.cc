@@ -89,7 +89,9 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
               const text::ChatTemplate* chat, const std::string& prompt,
               const std::vector<text::TokenId>* chat_ids = nullptr) {
   text::GenerateOptions o = generate_options(f, lm);
+  std::optional<DiskIoMark> after_prompt;  // at the first token: the decode's reads are the ones after it
   auto stream = [&](std::string_view piece, text::TokenId) {
+    if (!after_prompt) after_prompt = disk_io_mark(lm);
     if (!f.json) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -117,7 +119,10 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
   const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
   const double seconds = r.timings.prefill_seconds + r.timings.decode_seconds;
   const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, seconds);
-  const DiskIoReport io = disk_io_report(lm, io_before, forwards, seconds);
+  DiskIoReport io = disk_io_report(lm, io_before, forwards, seconds);
+  if (io.on_disk && after_prompt && forwards > 1)
+    io.decode_bytes_per_token =
+        disk_io_report(lm, *after_prompt, forwards - 1, r.timings.decode_seconds).bytes_per_token;
   if (f.json) {
     std::printf("%s\n", result_json(lm, chat, r, io, h2d).dump().c_str());
   } else {

@@ -97,6 +97,9 @@ std::string disk_io_text(const DiskIoReport& r) {
         r.io_uring ? "io_uring" : "pread", r.o_direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT",
         format_bytes(static_cast<int64_t>(r.bytes_per_token)), *r.wait_s, *r.compute_s, *r.overlap_s, r.gb_per_s);
   }
+  if (r.decode_bytes_per_token)
+    line += fmt::format(" ({} per token after the prompt)",
+                        format_bytes(static_cast<int64_t>(*r.decode_bytes_per_token)));
   if (r.bound)
     line += fmt::format(", {:.2f} of the disk's O_DIRECT bound ({:.2f} GB/s, {} {})",
                         r.gb_per_s / r.bound->best.gb_per_s, r.bound->best.gb_per_s, r.bound->device,
@@ -133,6 +136,7 @@ nlohmann::json disk_io_json(const DiskIoReport& r) {
                         {"reason", r.prefetch.reason},
                         {"probes", r.prefetch.probes}}}};
   j["bytes_read"] = r.bytes_per_token * r.tokens;
+  if (r.decode_bytes_per_token) j["decode_bytes_per_token"] = *r.decode_bytes_per_token;
   if (r.direct) {
     j["read_s"] = r.reading_s;  // reads in flight
     j["wait_s"] = *r.wait_s * r.tokens;

@@ -31,7 +31,10 @@ struct DiskIoReport {
   bool direct = false;   ///< read by the StagedReader (else through the page cache)
   bool io_uring = false, o_direct = false;
   double tokens = 0;
-  double bytes_per_token = 0;
+  double bytes_per_token = 0;  ///< every forward's reads (the prompt's included) over the generated tokens
+  /// The decode alone: bytes read after the first token over the tokens after it (a prompt's forward reads far
+  /// more, most of all in a mixture of experts, where its tokens route to most experts). Set by the caller.
+  std::optional<double> decode_bytes_per_token;
   /// Direct reads only (the page cache's waits are page faults nobody counts): per token, the time the forward
   /// waited for bytes, the rest of its time (computing), and the time reads were in flight while it computed.
   std::optional<double> wait_s, compute_s, overlap_s;

@@ -580,6 +580,9 @@ TEST_F(FerryCli, MixtureOfExpertsFlagsPlanAndGenerate) {
   EXPECT_EQ(j["generated_ids"], want);
   EXPECT_EQ(j["disk_io"]["expert_cache"]["hits"], 0);
   EXPECT_GT(j["disk_io"]["expert_cache"]["misses"].get<int>(), 0);
+  // The decode alone reads the routed experts of one token; the prompt's forward (6 tokens) reads more per token.
+  EXPECT_GT(j["disk_io"]["decode_bytes_per_token"].get<double>(), 0.0);
+  EXPECT_LT(j["disk_io"]["decode_bytes_per_token"].get<double>(), j["disk_io"]["bytes_per_token"].get<double>());
   CliRun cached = ferry(gen + offload + " --expert-cache 1MiB");
   ASSERT_EQ(cached.code, 0) << cached.err;
   j = nlohmann::json::parse(cached.out);
