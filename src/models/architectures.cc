@@ -11,6 +11,7 @@
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
 #include "ferry/models/opt.h"
+#include "ferry/models/phi3.h"
 #include "ferry/models/t5.h"
 
 namespace ferry::models {
@@ -115,6 +116,7 @@ std::shared_ptr<LanguageModel> build_gpt2(const ConfigJson& c, DType d) { return
 std::shared_ptr<LanguageModel> build_gptj(const ConfigJson& c, DType d) { return make_gptj(c, d); }
 std::shared_ptr<LanguageModel> build_gpt_neox(const ConfigJson& c, DType d) { return make_gpt_neox(c, d); }
 std::shared_ptr<LanguageModel> build_opt(const ConfigJson& c, DType d) { return make_opt(c, d); }
+std::shared_ptr<LanguageModel> build_phi3(const ConfigJson& c, DType d) { return make_phi3(c, d); }
 std::shared_ptr<LanguageModel> build_t5(const ConfigJson& c, DType d) { return make_t5(c, d); }
 
 const Architecture kArchitectures[] = {
@@ -180,6 +182,11 @@ const Architecture kArchitectures[] = {
      .build = build_opt,
      .no_split_module = "OPTDecoderLayer",
      .tied_keys = kOptTied},
+    {.name = "Phi3ForCausalLM",
+     .model_type = "phi3",
+     .build = build_phi3,
+     .no_split_module = "Phi3DecoderLayer",
+     .tied_keys = kLlamaTied},
     {.name = "T5ForConditionalGeneration",
      .model_type = "t5",
      .encoder_decoder = true,

@@ -12,6 +12,7 @@
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
 #include "ferry/models/opt.h"
+#include "ferry/models/phi3.h"
 #include "ferry/nn/empty_weights.h"
 #include "ferry/nn/module_tensors.h"
 #include "ferry/nn/tied.h"
@@ -246,6 +247,48 @@ TEST(GPTNeoXArchitecture, KeysShapesAndClassNamesAreTheCheckpoints) {
               ElementsAre(ElementsAre("embed_out.weight", "gpt_neox.embed_in.weight")));
   EXPECT_EQ(tied->named_parameters().front().first, "gpt_neox.embed_in.weight");
   EXPECT_NE(tied->named_parameters().back().first, "embed_out.weight");
+}
+
+// Phi-3: transformers' Phi3ForCausalLM state_dict order (o_proj before the fused qkv_proj, as Phi3Attention
+// registers them), qkv_proj's rows Hq·D + 2·Hkv·D, gate_up_proj's 2·I; rotary_emb over half of each head.
+TEST(Phi3Architecture, KeysShapesAndClassNamesAreTransformers) {
+  auto model = build_empty(test::tiny_phi3_config());
+  EXPECT_EQ(model->type_name(), "Phi3ForCausalLM");
+  std::vector<std::string> want = {"model.embed_tokens.weight"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* n : {"self_attn.o_proj.weight", "self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight",
+                          "mlp.down_proj.weight", "input_layernorm.weight", "post_attention_layernorm.weight"})
+      want.push_back(p + n);
+  }
+  want.insert(want.end(), {"model.norm.weight", "lm_head.weight"});
+  EXPECT_THAT(keys(*model), ElementsAreArray(want));
+  // hidden 32, 4 query heads and 2 kv heads of 8: 32 + 2 · 16 rows; intermediate 48.
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.0.self_attn.qkv_proj.weight"), (Shape{64, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.0.self_attn.o_proj.weight"), (Shape{32, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.1.mlp.gate_up_proj.weight"), (Shape{96, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.1.mlp.down_proj.weight"), (Shape{32, 48}));
+  EXPECT_EQ(type_at(*model, "model"), "Phi3Model");
+  EXPECT_EQ(type_at(*model, "model.layers.1"), "Phi3DecoderLayer");
+  EXPECT_EQ(type_at(*model, "model.layers.1.self_attn"), "Phi3Attention");
+  EXPECT_EQ(type_at(*model, "model.layers.1.mlp"), "Phi3MLP");
+  EXPECT_EQ(type_at(*model, "model.layers.1.input_layernorm"), "Phi3RMSNorm");
+  EXPECT_EQ(type_at(*model, "model.layers.1.resid_attn_dropout"), "Dropout");
+  EXPECT_EQ(type_at(*model, "model.layers.1.resid_mlp_dropout"), "Dropout");
+  EXPECT_EQ(type_at(*model, "model.norm"), "Phi3RMSNorm");
+  EXPECT_EQ(type_at(*model, "model.rotary_emb"), "Phi3RotaryEmbedding");
+  // partial_rotary_factor 0.5 of head 8: 4 dims rotate, inv_freq [2] and transformers' original_inv_freq copy.
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.rotary_emb.inv_freq"), (Shape{2}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.rotary_emb.original_inv_freq"), (Shape{2}));
+  EXPECT_EQ(model->info().block_class, "Phi3DecoderLayer");
+  EXPECT_EQ(model->info().num_key_value_heads, 2);
+  EXPECT_EQ(model->info().head_dim, 8);
+  EXPECT_TRUE(nn::find_tied_parameters(*model).empty());
+
+  nlohmann::json c = test::tiny_phi3_config();
+  c["tie_word_embeddings"] = true;
+  auto tied = build_empty(c);
+  EXPECT_THAT(nn::find_tied_parameters(*tied), ElementsAre(ElementsAre("lm_head.weight", "model.embed_tokens.weight")));
 }
 
 // OPT: transformers' OPTForCausalLM state_dict order (the decoder's final_layer_norm before its layers), positions

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "ferry/core/error.h"
@@ -14,6 +15,7 @@
 #include "ferry/models/gptj.h"
 #include "ferry/models/llama.h"
 #include "ferry/models/opt.h"
+#include "ferry/models/phi3.h"
 #include "support/error_of.h"
 #include "support/hf_folder.h"
 
@@ -144,8 +146,9 @@ TEST(ResolveArchitecture, ArchitecturesFirstThenModelType) {
   EXPECT_THAT(supported_architectures(),
               ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                           "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GPT2LMHeadModel",
-                          "GPTJForCausalLM", "GPTNeoXForCausalLM", "OPTForCausalLM"));
+                          "GPTJForCausalLM", "GPTNeoXForCausalLM", "OPTForCausalLM", "Phi3ForCausalLM"));
   EXPECT_EQ(resolve_architecture(cfg({{"model_type", "qwen3"}})), "Qwen3ForCausalLM");
+  EXPECT_EQ(resolve_architecture(cfg({{"model_type", "phi3"}})), "Phi3ForCausalLM");
 }
 
 TEST(ResolveArchitecture, UnknownArchitectureNamesBothKeysAndListsSupported) {
@@ -414,6 +417,165 @@ TEST(OPTConfig, DefaultsAndBadKeys) {
   EXPECT_THAT(error({{"activation_function", "quick_gelu"}}),
               HasSubstr("activation_function \"quick_gelu\" is not supported"));
   EXPECT_THAT(error({{"do_layer_norm_before", 1}}), HasSubstr("do_layer_norm_before"));
+}
+
+json phi3_sizes() {
+  return {{"vocab_size", 50},
+          {"hidden_size", 64},
+          {"intermediate_size", 128},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4}};
+}
+
+json longrope(json extra = json::object()) {
+  json r = {{"rope_type", "longrope"},
+            {"short_factor", {1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7}},
+            {"long_factor", {2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0}}};
+  r.update(extra);
+  return r;
+}
+
+// Values as transformers 5.24's Phi3Config and Phi3RotaryEmbedding read the same keys (checked with it:
+// rope_parameters after convert_rope_params_to_dict, rotary_emb.attention_scaling).
+TEST(Phi3Config, DefaultsAndTheRopeKeysAsTransformersReadsThem) {
+  Phi3Config c = Phi3Config::from_json(cfg(phi3_sizes()));
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_EQ(c.hidden_act, "silu");
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_EQ(c.rope_type, "default");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rotary_ndims, 16);
+  EXPECT_DOUBLE_EQ(c.attention_scaling, 1.0);
+
+  // Phi-3-mini-4k's sliding_window; the top-level partial_rotary_factor and rope_theta (Phi-4-mini's form).
+  c = Phi3Config::from_json(cfg(
+      with_keys(phi3_sizes(), {{"sliding_window", 2047}, {"partial_rotary_factor", 0.75}, {"rope_theta", 250000.0}})));
+  EXPECT_EQ(c.sliding_window, 2047);
+  EXPECT_EQ(c.rotary_ndims, 12);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 250000.0);
+  // The rope dict's own keys win over the top-level ones; head_dim, when given, is the head.
+  c = Phi3Config::from_json(cfg(
+      with_keys(phi3_sizes(), {{"partial_rotary_factor", 0.75},
+                               {"head_dim", 24},
+                               {"rope_theta", 1.0},
+                               {"rope_parameters",
+                                {{"rope_type", "default"}, {"rope_theta", 500.0}, {"partial_rotary_factor", 0.5}}}})));
+  EXPECT_EQ(c.rotary_ndims, 12);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500.0);
+
+  // longrope: the top-level original_max_position_embeddings (default 4096) over the dict's; the attention factor
+  // from max_position_embeddings / original: √(1 + ln 8 / ln 8).
+  c = Phi3Config::from_json(
+      cfg(with_keys(phi3_sizes(), {{"max_position_embeddings", 64},
+                                   {"original_max_position_embeddings", 8},
+                                   {"rope_parameters", longrope({{"original_max_position_embeddings", 32}})}})));
+  EXPECT_EQ(c.rope_type, "longrope");
+  EXPECT_EQ(c.original_max_position_embeddings, 8);
+  EXPECT_THAT(c.long_factor, ElementsAre(2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0));
+  EXPECT_DOUBLE_EQ(c.attention_scaling, std::sqrt(2.0));
+  c = Phi3Config::from_json(cfg(with_keys(phi3_sizes(), {{"rope_parameters", longrope()}})));
+  EXPECT_EQ(c.original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(c.attention_scaling, 1.0);  // 4096 / 4096
+  // factor 3 over original 16: transformers' attention_scaling 1.1816262629022296.
+  c = Phi3Config::from_json(cfg(with_keys(phi3_sizes(), {{"original_max_position_embeddings", 16},
+                                                         {"rope_parameters", longrope({{"factor", 3.0}})}})));
+  EXPECT_NEAR(c.attention_scaling, 1.1816262629022296, 1e-15);
+  c = Phi3Config::from_json(
+      cfg(with_keys(phi3_sizes(), {{"rope_parameters", longrope({{"attention_factor", 1.25}})}})));
+  EXPECT_DOUBLE_EQ(c.attention_scaling, 1.25);
+  // The legacy "su" (and "yarn") in rope_scaling, which wins over rope_parameters: longrope with the dict's
+  // original_max_position_embeddings (transformers renames the type after standardising).
+  json su = longrope({{"original_max_position_embeddings", 16}});
+  su.erase("rope_type");
+  su["type"] = "su";
+  c = Phi3Config::from_json(cfg(with_keys(phi3_sizes(), {{"max_position_embeddings", 64},
+                                                         {"rope_scaling", su},
+                                                         {"rope_parameters", {{"rope_type", "default"}}}})));
+  EXPECT_EQ(c.rope_type, "longrope");
+  EXPECT_EQ(c.original_max_position_embeddings, 16);
+  EXPECT_DOUBLE_EQ(c.attention_scaling, std::sqrt(1.0 + std::log(4.0) / std::log(16.0)));
+}
+
+// The rotary embedding gives the short factors' frequencies up to original_max_position_embeddings and the long
+// factors' beyond, as transformers' longrope_frequency_update; inv_freq = 1 / (factor · θ^(2i/R)).
+TEST(Phi3Config, RotaryEmbeddingPicksShortOrLongFactorsByTheLongestContext) {
+  const Phi3Config c = Phi3Config::from_json(
+      cfg(with_keys(phi3_sizes(), {{"original_max_position_embeddings", 32}, {"rope_parameters", longrope()}})));
+  const std::vector<float> plain = phi3_inverse_frequencies(c, {}).to_vector<float>();
+  const std::vector<float> short_freq = phi3_inverse_frequencies(c, c.short_factor).to_vector<float>();
+  const std::vector<float> long_freq = phi3_inverse_frequencies(c, c.long_factor).to_vector<float>();
+  ASSERT_EQ(plain.size(), 8u);
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_NEAR(short_freq[i], plain[i] / c.short_factor[i], 1e-6 * plain[i]) << i;
+    EXPECT_NEAR(long_freq[i], plain[i] / c.long_factor[i], 1e-6 * plain[i]) << i;
+  }
+  Phi3RotaryEmbedding rotary(c);
+  const auto at = [&](std::vector<int64_t> positions) {
+    const Tensor p = Tensor::from_vector(positions, {static_cast<int64_t>(positions.size())});
+    return rotary(nn::Args{}.with("position_ids", p)).tensor().to_vector<float>();
+  };
+  EXPECT_EQ(at({0, 1, 2}), short_freq);
+  EXPECT_EQ(at({31}), short_freq);
+  EXPECT_EQ(at({32}), long_freq);  // a context of 33
+  EXPECT_EQ(at({0, 40, 3}), long_freq);
+  EXPECT_EQ(rotary.buffer("original_inv_freq").to_vector<float>(), short_freq);
+  EXPECT_THAT(error_of([&] { rotary(nn::Args{}); }), HasSubstr("position_ids"));
+}
+
+TEST(Phi3Config, BadKeysAreErrorsNamingThem) {
+  const auto error = [](const json& extra) {
+    return error_of([&] { Phi3Config::from_json(cfg(with_keys(phi3_sizes(), extra))); });
+  };
+  for (const char* key :
+       {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"}) {
+    json j = phi3_sizes();
+    j.erase(key);
+    EXPECT_THAT(error_of([&] { Phi3Config::from_json(cfg(j)); }),
+                HasSubstr(std::string("missing required key \"") + key + "\""));
+    EXPECT_THAT(error({{key, 0}}), HasSubstr(std::string("\"") + key + "\" must be positive"));
+  }
+  EXPECT_THAT(error({{"num_key_value_heads", 3}}), HasSubstr("must be a multiple of num_key_value_heads (3)"));
+  EXPECT_THAT(error({{"head_dim", -8}}), HasSubstr("\"head_dim\" must be positive"));
+  EXPECT_THAT(error({{"sliding_window", 0}}), HasSubstr("\"sliding_window\" must be positive"));
+  EXPECT_THAT(error({{"sliding_window", "yes"}}), HasSubstr("sliding_window"));
+  EXPECT_THAT(error({{"hidden_act", "quick_gelu"}}), HasSubstr("hidden_act \"quick_gelu\" is not supported"));
+  // int(16 · 0.3125) = 5: odd
+  EXPECT_THAT(error({{"partial_rotary_factor", 0.3125}}),
+              AllOf(HasSubstr("partial_rotary_factor = 0.3125"), HasSubstr("rotates 5 dims"), HasSubstr("even")));
+  EXPECT_THAT(error({{"rope_parameters", {{"partial_rotary_factor", 1.5}}}}),
+              HasSubstr("rope_parameters.partial_rotary_factor = 1.5"));
+  EXPECT_THAT(error({{"rope_parameters", {{"rope_type", "linear"}, {"factor", 2.0}}}}),
+              AllOf(HasSubstr("rope type \"linear\" is not supported"), HasSubstr("rope_parameters")));
+  EXPECT_THAT(error({{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}}),
+              AllOf(HasSubstr("rope type \"dynamic\""), HasSubstr("rope_scaling")));
+  EXPECT_THAT(error({{"rope_parameters", "longrope"}}), HasSubstr("\"rope_parameters\" must be an object"));
+  EXPECT_THAT(error({{"rope_theta", -1.0}}), HasSubstr("rope_theta"));
+  // longrope's factor lists: present, numbers, one per rotated pair, positive.
+  json no_long = longrope();
+  no_long.erase("long_factor");
+  EXPECT_THAT(error({{"rope_parameters", no_long}}), HasSubstr("\"rope_parameters.long_factor\" is missing"));
+  EXPECT_THAT(error({{"rope_parameters", longrope({{"short_factor", {1.0, 2.0}}})}}),
+              AllOf(HasSubstr("rope_parameters.short_factor\" has 2 entries"), HasSubstr("(8 = rotary dims / 2)")));
+  EXPECT_THAT(error({{"partial_rotary_factor", 0.5}, {"rope_parameters", longrope()}}),
+              HasSubstr("short_factor\" has 8 entries; it needs one per rotated pair (4"));
+  EXPECT_THAT(error({{"rope_parameters", longrope({{"long_factor", {1, 1, 1, 1, 1, 1, 1, "x"}}})}}),
+              HasSubstr("\"rope_parameters.long_factor\" must hold positive numbers, got \"x\""));
+  EXPECT_THAT(error({{"rope_parameters", longrope({{"long_factor", {1, 1, 1, 1, 1, 1, 1, 0}}})}}),
+              HasSubstr("long_factor\" must hold positive numbers, got 0"));
+  EXPECT_THAT(error({{"rope_parameters", longrope({{"short_factor", 1.0}})}}),
+              HasSubstr("\"rope_parameters.short_factor\" must be a list of numbers"));
+  EXPECT_THAT(error({{"original_max_position_embeddings", 0}, {"rope_parameters", longrope()}}),
+              HasSubstr("\"original_max_position_embeddings\" must be positive"));
+  EXPECT_THAT(error({{"rope_parameters", longrope({{"attention_factor", -1.0}})}}),
+              HasSubstr("rope_parameters.attention_factor must be a number"));
+  json su = longrope();
+  su["rope_type"] = "su";
+  EXPECT_THAT(error({{"rope_scaling", su}}),
+              HasSubstr("\"rope_scaling\" of type \"su\" needs \"original_max_position_embeddings\""));
 }
 
 }  // namespace

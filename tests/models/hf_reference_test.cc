@@ -243,7 +243,9 @@ TEST(HfReferencePlans, PlansEqualAcceleratesForEachFamily) {
                                           "gpt_neox_rotary_full_tied_f32",
                                           "opt_f32",
                                           "opt_350m_post_norm_proj_f32",
-                                          "opt_nobias_untied_noaffine_f32"};
+                                          "opt_nobias_untied_noaffine_f32",
+                                          "phi3_partial_sliding_f32",
+                                          "phi3_longrope_long_tied_f32"};
   test::make_reference_folders(*python, fs::path(FERRY_SOURCE_DIR) / "tests" / "reference", reference_root(),
                                test::reference_cases());  // made once, shared with HfReference
   test::TempDir out;

@@ -42,6 +42,7 @@ CONFIG_CLASSES = {
     "GPTJForCausalLM": "GPTJConfig",
     "GPTNeoXForCausalLM": "GPTNeoXConfig",
     "OPTForCausalLM": "OPTConfig",
+    "Phi3ForCausalLM": "Phi3Config",
 }
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -209,6 +209,35 @@ std::vector<HfCase> reference_cases() {
       with(gpt_neox, {{"rope_parameters", {{"rope_type", "linear"}, {"factor", 2.0}, {"partial_rotary_factor", 0.5}}},
                       {"hidden_act", "gelu_fast"},
                       {"layer_norm_eps", 1e-3}});
+  // Phi-3: fused qkv_proj and gate_up_proj, GQA 4/2, head 16. Variants: half of each head rotated (the top-level
+  // key) under a sliding window of 5 (shorter than the 11-token prompt); LongRoPE past original_max_position_embeddings
+  // 8 from the prompt on (long factors in every forward; attention factor from 64 / 8), tied; LongRoPE with 12 of
+  // 16 dims rotated (the dict's key), factor 3, and original_max_position_embeddings 16, which the decode steps cross
+  // (short factors, then long).
+  const json phi3 = {{"vocab_size", 128},
+                     {"hidden_size", 64},
+                     {"intermediate_size", 96},
+                     {"num_hidden_layers", 2},
+                     {"num_attention_heads", 4},
+                     {"num_key_value_heads", 2},
+                     {"max_position_embeddings", 64},
+                     {"pad_token_id", nullptr}};
+  const json phi3_partial_sliding = with(phi3, {{"partial_rotary_factor", 0.5}, {"sliding_window", 5}});
+  const json phi3_longrope_long = with(phi3, {{"original_max_position_embeddings", 8},
+                                              {"tie_word_embeddings", true},
+                                              {"rope_parameters",
+                                               {{"rope_type", "longrope"},
+                                                {"rope_theta", 10000.0},
+                                                {"short_factor", {1.0, 1.02, 1.05, 1.1, 1.2, 1.3, 1.4, 1.5}},
+                                                {"long_factor", {1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 14.0, 20.0}}}}});
+  const json phi3_longrope_crossing = with(phi3, {{"original_max_position_embeddings", 16},
+                                                  {"rope_parameters",
+                                                   {{"rope_type", "longrope"},
+                                                    {"rope_theta", 500.0},
+                                                    {"partial_rotary_factor", 0.75},
+                                                    {"factor", 3.0},
+                                                    {"short_factor", {1.0, 1.1, 1.3, 1.6, 2.0, 2.5}},
+                                                    {"long_factor", {1.2, 2.0, 3.5, 6.0, 10.0, 16.0}}}}});
   // OPT: pre-LayerNorm, relu, tied lm_head. Variants: opt-350m's shape (norms after the residual sums, no final
   // norm, word_embed_proj_dim 32 with project_in/out); no biases, untied, norms without affine parameters.
   const json opt = {{"vocab_size", 128},        {"hidden_size", 64}, {"num_hidden_layers", 2},
@@ -248,6 +277,9 @@ std::vector<HfCase> reference_cases() {
   cases.push_back({"gpt_neox_rotary_full_tied_f32", "GPTNeoXForCausalLM", "float32", gpt_neox_full_tied});
   cases.push_back({"gpt_neox_rotary_half_linear_f32", "GPTNeoXForCausalLM", "float32", gpt_neox_linear});
   cases.push_back({"gpt_neox_sequential_nobias_bf16", "GPTNeoXForCausalLM", "bfloat16", gpt_neox_sequential});
+  cases.push_back({"phi3_partial_sliding_f32", "Phi3ForCausalLM", "float32", phi3_partial_sliding});
+  cases.push_back({"phi3_longrope_long_tied_f32", "Phi3ForCausalLM", "float32", phi3_longrope_long});
+  cases.push_back({"phi3_longrope_crossing_partial_f32", "Phi3ForCausalLM", "float32", phi3_longrope_crossing});
   cases.push_back({"opt_350m_post_norm_proj_f32", "OPTForCausalLM", "float32", opt_350m});
   cases.push_back({"opt_nobias_untied_noaffine_f32", "OPTForCausalLM", "float32", opt_plain});
   cases.push_back({"opt_350m_post_norm_proj_bf16", "OPTForCausalLM", "bfloat16", opt_350m});
@@ -303,12 +335,12 @@ std::shared_ptr<models::Seq2SeqLM> write_random_seq2seq_folder(const fs::path& f
 }
 
 std::vector<std::pair<std::string, nlohmann::json>> tiny_causal_configs() {
-  return {{"llama", tiny_llama_config()},        {"mistral", tiny_mistral_config()},
-          {"qwen2", tiny_qwen2_config()},        {"qwen3", tiny_qwen3_config()},
-          {"gpt2", tiny_gpt2_config()},          {"gptj", tiny_gptj_config()},
-          {"gpt_neox", tiny_gpt_neox_config()},  {"opt", tiny_opt_config()},
-          {"mixtral", tiny_mixtral_config()},    {"qwen2_moe", tiny_qwen2_moe_config()},
-          {"qwen3_moe", tiny_qwen3_moe_config()}};
+  return {{"llama", tiny_llama_config()},         {"mistral", tiny_mistral_config()},
+          {"qwen2", tiny_qwen2_config()},         {"qwen3", tiny_qwen3_config()},
+          {"gpt2", tiny_gpt2_config()},           {"gptj", tiny_gptj_config()},
+          {"gpt_neox", tiny_gpt_neox_config()},   {"opt", tiny_opt_config()},
+          {"mixtral", tiny_mixtral_config()},     {"qwen2_moe", tiny_qwen2_moe_config()},
+          {"qwen3_moe", tiny_qwen3_moe_config()}, {"phi3", tiny_phi3_config()}};
 }
 
 nlohmann::json tiny_mixtral_config() {
@@ -406,6 +438,22 @@ nlohmann::json tiny_gpt_neox_config() {
           {"intermediate_size", 48},
           {"max_position_embeddings", 64},
           {"rotary_pct", 0.5}};
+}
+
+nlohmann::json tiny_phi3_config() {
+  return {{"architectures", {"Phi3ForCausalLM"}},
+          {"model_type", "phi3"},
+          {"vocab_size", 96},
+          {"hidden_size", 32},
+          {"intermediate_size", 48},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"max_position_embeddings", 128},
+          {"original_max_position_embeddings", 64},
+          {"sliding_window", 5},
+          {"partial_rotary_factor", 0.5},
+          {"rope_parameters", {{"rope_type", "longrope"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 4.0}}}}};
 }
 
 nlohmann::json tiny_opt_config() {

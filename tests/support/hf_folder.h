@@ -89,6 +89,7 @@ nlohmann::json tiny_opt_config();        // pre-LayerNorm, relu, tied; positions
 nlohmann::json tiny_mixtral_config();    // Mistral + 6 experts, top-2, under block_sparse_moe
 nlohmann::json tiny_qwen2_moe_config();  // Qwen2 + 6 experts, top-3, shared expert; 3 layers, the middle one dense
 nlohmann::json tiny_qwen3_moe_config();  // Qwen3 + 6 experts, top-2, norm_topk_prob
+nlohmann::json tiny_phi3_config();       // GQA 4/2, 4 of head 8 rotate, LongRoPE (short factors up to 64), window 5
 
 /// max |a - b| over all elements (both converted to f32); the shapes must match (else +inf).
 double max_abs_diff(const Tensor& a, const Tensor& b);

@@ -4,7 +4,7 @@
 // under init_empty_weights (no bytes), then the checkpoint's tensors go straight to where they will live.
 //
 // Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (llama.h), GPT2LMHeadModel (gpt2.h),
-// GPTJForCausalLM (gptj.h), GPTNeoXForCausalLM (gpt_neox.h), OPTForCausalLM (opt.h).
+// GPTJForCausalLM (gptj.h), GPTNeoXForCausalLM (gpt_neox.h), OPTForCausalLM (opt.h), Phi3ForCausalLM (phi3.h).
 #pragma once
 
 #include <filesystem>
