@@ -310,7 +310,8 @@ PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags&
     return r.device.is_disk() && r.expert_bytes > 0;
   });
   if (experts.num_experts > 0 && experts_on_disk) {
-    PlanOptions budget = out.options;
+    PlanOptions budget = out.options;  // auto's cache reservation is part of what the plan leaves to the cache
+    std::erase_if(budget.reservations, [](const Reservation& r) { return r.purpose == "expert cache"; });
     if (out.offload.staging_bytes > 0 &&
         std::none_of(budget.reservations.begin(), budget.reservations.end(),
                      [](const Reservation& r) { return r.purpose.find("staging") != std::string::npos; }))
@@ -354,10 +355,16 @@ PlannedModel plan_model_unplaced(const models::LanguageModel& skeleton, const Mo
     o.reservations.push_back({main, kv_cache_bytes(skeleton.model_info(), flags.context),
                               "KV cache for " + std::to_string(flags.context) + " tokens"});
   }
-  // An expert cache of a given size is RAM the plan cannot give to weights (auto: whatever the plan leaves).
-  if (experts.num_experts > 0 && flags.expert_cache != "auto")
+  // An expert cache of a given size is RAM the plan cannot give to weights; auto reserves one before experts are
+  // placed in RAM when it would hold a token's experts (expert_cache_reservation), and takes what the plan leaves.
+  if (experts.num_experts > 0 && flags.expert_cache != "auto") {
     if (const int64_t cache = flags.expert_cache_bytes_value(); cache > 0)
       o.reservations.push_back({Device::cpu(), cache, "expert cache"});
+  } else if (!o.expert_module_classes.empty()) {
+    if (const int64_t r = expert_cache_reservation(skeleton, o, o.expert_module_classes, experts.experts_per_token);
+        r > 0)
+      o.reservations.push_back({Device::cpu(), r, "expert cache"});
+  }
   OffloadPlan planned = plan_with_offload_io(skeleton, parse_device_map_mode(mode), o,
                                              parse_offload_io(flags.offload_io), flags.prefetch);
   out.device_map = std::move(planned.device_map);

@@ -62,6 +62,22 @@ PlanOptions plan_options(const LanguageModelInfo& info, const FromPretrainedOpti
   return plan;
 }
 
+// plan_options for planning a device map: with `auto`'s expert cache reserved before experts are placed in RAM
+// (expert_cache_reservation; three quarters of the room at most, so the staging pool reserved next never pushes
+// dense parts out — the cache gets whatever the plan leaves anyway, expert_cache_for).
+PlanOptions planning_options(const LanguageModel& model, const FromPretrainedOptions& options,
+                             std::optional<DType> dtype) {
+  const LanguageModelInfo& info = model.model_info();
+  PlanOptions plan = plan_options(info, options);
+  plan.dtype = dtype;
+  if (info.experts.num_experts > 0 && options.plan_by_expert && !options.expert_cache_bytes)
+    if (const int64_t r = expert_cache_reservation(model, plan, {info.experts.expert_class},
+                                                   info.experts.experts_per_token);
+        r > 0)
+      plan.reservations.push_back({Device::cpu(), r, "expert cache"});
+  return plan;
+}
+
 // DispatchOptions::expert_cache of a mixture of experts (FromPretrainedOptions::expert_cache_bytes; by default what
 // the plan leaves free of the cpu budget once the staging pool is reserved). Null for dense models and zero sizes.
 std::shared_ptr<ExpertCache> expert_cache_for(const LanguageModel& model, const DeviceMap& map,
@@ -92,8 +108,7 @@ OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& f
   DeviceMap map;
   OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
-    PlanOptions plan = plan_options(info, options);
-    plan.dtype = dtype;
+    const PlanOptions plan = planning_options(model, options, dtype);
     // Direct disk reads: the staging pool is reserved from the cpu budget (unless the caller brings a reader).
     OffloadPlan planned = plan_with_offload_io(model, parse_device_map_mode(*mode), plan,
                                                options.staged_reader ? OffloadIo::Mmap : options.offload_io,
@@ -164,7 +179,7 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   OffloadIoChoice io;
   if (const auto* mode = std::get_if<std::string>(&options.device_map)) {
     OffloadPlan planned = plan_with_offload_io(*model, parse_device_map_mode(*mode),
-                                               plan_options(model->info(), options),
+                                               planning_options(*model, options, std::nullopt),
                                                options.staged_reader ? OffloadIo::Mmap : options.offload_io,
                                                options.prefetch);
     map = std::move(planned.device_map);

@@ -554,11 +554,15 @@ TEST_F(FerryCli, MixtureOfExpertsFlagsPlanAndGenerate) {
         << n_cpu.out;
   EXPECT_EQ(device_of(map, "model.layers.1.block_sparse_moe.experts.5.w1.weight"), "disk") << n_cpu.out;
 
-  // A cache of a given size is reserved from the cpu budget (auto takes what the plan leaves).
+  // A cache of a given size is reserved from the cpu budget; auto reserves one when it holds a token's experts (and
+  // the experts do not all fit); 0 reserves nothing.
   CliRun reserved = ferry("plan " + m + " --max-memory cpu=200KB --expert-cache 64KiB --json-details");
   ASSERT_EQ(reserved.code, 0) << reserved.err;
   EXPECT_CONTAINS(reserved.out, "\"expert cache\"");
-  CliRun unreserved = ferry("plan " + m + " --max-memory cpu=200KB --json-details");
+  CliRun automatic = ferry("plan " + m + " --max-memory cpu=200KB --json-details");
+  ASSERT_EQ(automatic.code, 0) << automatic.err;
+  EXPECT_CONTAINS(automatic.out, "\"expert cache\"");
+  CliRun unreserved = ferry("plan " + m + " --max-memory cpu=200KB --expert-cache 0 --json-details");
   ASSERT_EQ(unreserved.code, 0) << unreserved.err;
   EXPECT_EQ(unreserved.out.find("\"expert cache\""), std::string::npos) << unreserved.out;
 

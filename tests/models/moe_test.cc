@@ -450,5 +450,34 @@ TEST(MoePlan, TheDefaultExpertCacheIsTheCpuBudgetLeftAtMostTheExpertsOnDisk) {
   EXPECT_EQ(default_expert_cache_bytes(*m, all_cpu, o, classes), 0) << "no expert on disk";
 }
 
+// auto's cache is reserved before experts are placed in RAM when it can hold a token's experts twice over: the
+// routed experts of recent tokens are then kept instead of a fixed few (docs/benchmarks.md, issue 32).
+TEST(MoePlan, AutoReservesACacheOfTwiceATokensExpertsWhenTheExpertsDoNotFit) {
+  auto m = build(test::tiny_mixtral_config());  // 2 layers of 6 experts, top 2
+  const std::vector<std::string> classes = {"MixtralBlockSparseTop2MLP"};
+  int64_t experts = 0;
+  for (const auto& [name, t] : m->named_parameters())
+    if (is_expert_name(name)) experts += t.nbytes();
+  const int64_t dense = compute_module_sizes(*m)[""] - experts;  // buffers included
+  const int64_t one = experts / 12, working_set = 2 * one * 2;   // top 2 of each of 2 layers
+  auto reservation = [&](int64_t room, std::vector<Reservation> reserved = {}) {
+    PlanOptions o;
+    o.max_memory = MaxMemory::parse({{"cpu", std::to_string(dense + room)}, {"disk", "1000000000"}});
+    o.reservations = std::move(reserved);
+    return expert_cache_reservation(*m, o, classes, 2);
+  };
+  EXPECT_EQ(reservation(experts), 0) << "everything fits: nothing is read from disk";
+  EXPECT_EQ(reservation(11 * one), 2 * working_set) << "twice a token's experts";
+  EXPECT_EQ(reservation(5 * one), 5 * one / 4 * 3) << "three quarters of the room at most";
+  EXPECT_EQ(reservation(working_set - 1), 0) << "below a token's experts an LRU cache never hits";
+  EXPECT_EQ(reservation(11 * one, {{Device::cpu(), 8 * one, "KV cache"}}), 0) << "other reservations come first";
+  PlanOptions gpu;
+  gpu.max_memory = MaxMemory::parse({{"0", "1000000"}, {"cpu", std::to_string(dense + 11 * one)}});
+  EXPECT_EQ(expert_cache_reservation(*m, gpu, classes, 2), 0) << "GPU budgets are not modelled";
+  PlanOptions cpu;
+  cpu.max_memory = MaxMemory::parse({{"cpu", std::to_string(dense + 11 * one)}});
+  EXPECT_EQ(expert_cache_reservation(*m, cpu, {}, 2), 0) << "a dense model";
+}
+
 }  // namespace
 }  // namespace ferry::models

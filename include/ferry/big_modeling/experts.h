@@ -50,6 +50,15 @@ std::vector<TokenReads> per_token_reads(const nn::Module& model, const DeviceMap
 /// weights `map` puts there (at options.dtype) and the reservations on it; 0 when nothing is left.
 int64_t unplanned_budget(const nn::Module& model, const DeviceMap& map, const PlanOptions& options, Device device);
 
+/// What `auto` reserves for the expert cache before experts are placed in RAM, on a cpu-only budget: when the experts
+/// do not all fit beside the dense parts, twice one token's working set (experts_per_token × the largest expert × the
+/// layers with experts), at most three quarters of the room left (the staging pool comes next) — RAM as a cache of
+/// recently routed experts saves what resident experts would under uniform routing, and more when routing repeats
+/// (measured in docs/benchmarks.md). 0 when everything fits, when GPUs are in the budget, or when the room is below one
+/// token's working set (an LRU cache that small is evicted before any expert comes back; resident experts save more).
+int64_t expert_cache_reservation(const nn::Module& model, const PlanOptions& options,
+                                 const std::vector<std::string>& expert_classes, int64_t experts_per_token);
+
 /// The default size of the expert cache in RAM (DispatchOptions::expert_cache): what the plan leaves free of the cpu
 /// budget, at most the bytes of the experts placed on disk (0 when none is).
 int64_t default_expert_cache_bytes(const nn::Module& model, const DeviceMap& map, const PlanOptions& options,

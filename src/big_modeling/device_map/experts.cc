@@ -105,6 +105,32 @@ int64_t unplanned_budget(const nn::Module& model, const DeviceMap& map, const Pl
   return std::max<int64_t>(left, 0);
 }
 
+int64_t expert_cache_reservation(const nn::Module& model, const PlanOptions& options,
+                                 const std::vector<std::string>& expert_classes, int64_t experts_per_token) {
+  if (expert_classes.empty() || experts_per_token <= 0) return 0;
+  const MaxMemory budget = get_max_memory(options.max_memory);
+  for (const auto& e : budget.entries())
+    if (e.device.is_accelerator() && e.bytes > 0) return 0;  // experts on a GPU first: not modelled here
+  const std::optional<int64_t> cpu = budget.get(Device::cpu());
+  const std::vector<std::string> experts = expert_module_names(model, expert_classes);
+  if (!cpu || experts.empty()) return 0;
+  const ModuleSizes sizes = compute_module_sizes(model, options.dtype, options.special_dtypes);
+  int64_t expert_bytes = 0, largest = 0;
+  std::unordered_set<std::string> blocks;  // the module holding each expert list: one per layer with experts
+  for (const std::string& e : experts) {
+    expert_bytes += sizes[e];
+    largest = std::max(largest, sizes[e]);
+    blocks.insert(e.substr(0, e.rfind('.')));
+  }
+  int64_t room = *cpu - (sizes[""] - expert_bytes);
+  for (const Reservation& r : options.reservations)
+    if (r.device.is_cpu()) room -= r.bytes;
+  if (expert_bytes <= room) return 0;  // every expert fits in RAM: none is read from disk
+  const int64_t working_set = experts_per_token * largest * static_cast<int64_t>(blocks.size());
+  if (room < working_set) return 0;
+  return std::min(room / 4 * 3, 2 * working_set);
+}
+
 int64_t default_expert_cache_bytes(const nn::Module& model, const DeviceMap& map, const PlanOptions& options,
                                    const std::vector<std::string>& expert_classes) {
   if (expert_classes.empty()) return 0;
