@@ -136,6 +136,13 @@ int64_t logits_to_keep_arg(const nn::Args& args, std::string_view where) {
   return n;
 }
 
+nn::Value forward_through_head(nn::Module& body, nn::Module& head, const nn::Args& args, std::string_view where) {
+  const int64_t logits_to_keep = logits_to_keep_arg(args, where);
+  nn::Value out = body(args);
+  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep, args);
+  return nn::Dict{{"logits", head(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
+}
+
 Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep) {
   const int64_t t = hidden.size(0);
   if (logits_to_keep <= 0 || logits_to_keep >= t) return hidden;

@@ -253,10 +253,7 @@ GPTNeoXForCausalLM::GPTNeoXForCausalLM(const GPTNeoXConfig& c, DType dtype) : Ca
 
 // causal_lm.h's forward contract.
 nn::Value GPTNeoXForCausalLM::forward(const nn::Args& args) {
-  const int64_t logits_to_keep = logits_to_keep_arg(args, type_name());
-  nn::Value out = (*gpt_neox)(args);
-  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep, args);
-  return nn::Dict{{"logits", (*embed_out)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
+  return forward_through_head(*gpt_neox, *embed_out, args, type_name());
 }
 
 std::shared_ptr<CausalLM> make_gpt_neox(const ConfigJson& config, DType dtype) {

@@ -170,10 +170,7 @@ GPTJForCausalLM::GPTJForCausalLM(const GPTJConfig& c, DType dtype) : CausalLM(gp
 
 // causal_lm.h's forward contract.
 nn::Value GPTJForCausalLM::forward(const nn::Args& args) {
-  const int64_t logits_to_keep = logits_to_keep_arg(args, type_name());
-  nn::Value out = (*transformer)(args);
-  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep, args);
-  return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
+  return forward_through_head(*transformer, *lm_head, args, type_name());
 }
 
 std::shared_ptr<CausalLM> make_gptj(const ConfigJson& config, DType dtype) {

@@ -311,10 +311,7 @@ Phi3ForCausalLM::Phi3ForCausalLM(const Phi3Config& c, DType dtype) : CausalLM(ph
 
 // causal_lm.h's forward contract.
 nn::Value Phi3ForCausalLM::forward(const nn::Args& args) {
-  const int64_t logits_to_keep = logits_to_keep_arg(args, type_name());
-  nn::Value out = (*model)(args);
-  Tensor hidden = slice_logits_to_keep(out.dict().at("last_hidden_state").tensor(), logits_to_keep, args);
-  return nn::Dict{{"logits", (*lm_head)(hidden)}, {"past_key_values", out.dict().at("past_key_values")}};
+  return forward_through_head(*model, *lm_head, args, type_name());
 }
 
 std::shared_ptr<CausalLM> make_phi3(const ConfigJson& config, DType dtype) {

@@ -87,6 +87,10 @@ CausalLMInputs parse_causal_lm_inputs(const nn::Args& args, int64_t num_layers, 
 /// "logits_to_keep" from args (0 when absent); throws ferry::Error for a negative value.
 int64_t logits_to_keep_arg(const nn::Args& args, std::string_view where);
 
+/// A *ForCausalLM's forward (causal_lm.h's contract): `body` (returning {last_hidden_state, past_key_values}) on
+/// args, the rows "logits_to_keep" keeps, then `head` -> {logits, past_key_values}. `where` names the model in errors.
+nn::Value forward_through_head(nn::Module& body, nn::Module& head, const nn::Args& args, std::string_view where);
+
 /// The last `logits_to_keep` rows of hidden [T, C] (all of them for 0 or n ≥ T), a view.
 /// HF: slice_logits_to_keep
 Tensor slice_logits_to_keep(const Tensor& hidden, int64_t logits_to_keep);
