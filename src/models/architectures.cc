@@ -82,6 +82,26 @@ constexpr GgufTensorNames kQwen2MoeGgufNames{kLlamaGgufGlobals, "model.layers", 
 constexpr GgufTensorNames kQwen3MoeGgufNames{kLlamaGgufGlobals, "model.layers", kQwen3MoeGgufBlocks,
                                              kQwenMoeGgufExperts};
 
+// GPT-NeoX (gptneox): LayerNorms with biases; query_key_value's rows reordered by the converter (gguf_model.cc).
+constexpr NamePair kGptNeoXGgufGlobals[] = {
+    {"token_embd.weight", "gpt_neox.embed_in.weight"},
+    {"output_norm.weight", "gpt_neox.final_layer_norm.weight"},
+    {"output_norm.bias", "gpt_neox.final_layer_norm.bias"},
+    {"output.weight", "embed_out.weight"},
+};
+constexpr NamePair kGptNeoXGgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},   {"attn_qkv", "attention.query_key_value"},
+    {"attn_output", "attention.dense"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_up", "mlp.dense_h_to_4h"},    {"ffn_down", "mlp.dense_4h_to_h"},
+};
+constexpr GgufTensorNames kGptNeoXGgufNames{kGptNeoXGgufGlobals, "gpt_neox.layers", kGptNeoXGgufBlocks};
+// Phi-3 (phi3): the fused projections as the folder holds them (qkv_proj rows q | k | v, gate_up_proj gate | up).
+constexpr NamePair kPhi3GgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},         {"attn_qkv", "self_attn.qkv_proj"}, {"attn_output", "self_attn.o_proj"},
+    {"ffn_norm", "post_attention_layernorm"}, {"ffn_up", "mlp.gate_up_proj"},     {"ffn_down", "mlp.down_proj"},
+};
+constexpr GgufTensorNames kPhi3GgufNames{kLlamaGgufGlobals, "model.layers", kPhi3GgufBlocks};
+
 constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames};
 constexpr GgufArchitecture kGgufMixtral{
     "llama",          "MixtralForCausalLM",         /*interleaved_qk_rows=*/true, &kMixtralGgufNames,
@@ -92,8 +112,11 @@ constexpr GgufArchitecture kGgufQwen2Moe{"qwen2moe",          "Qwen2MoeForCausal
                                          &kQwen2MoeGgufNames, /*experts=*/true,      /*moe_normalizes_top_k=*/false};
 constexpr GgufArchitecture kGgufQwen3Moe{"qwen3moe",          "Qwen3MoeForCausalLM", /*interleaved_qk_rows=*/false,
                                          &kQwen3MoeGgufNames, /*experts=*/true,      /*moe_normalizes_top_k=*/true};
-constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama, &kGgufMixtral,  &kGgufQwen2,
-                                                          &kGgufQwen3, &kGgufQwen2Moe, &kGgufQwen3Moe};
+constexpr GgufArchitecture kGgufGptNeoX{"gptneox", "GPTNeoXForCausalLM", /*interleaved_qk_rows=*/false,
+                                        &kGptNeoXGgufNames};
+constexpr GgufArchitecture kGgufPhi3{"phi3", "Phi3ForCausalLM", /*interleaved_qk_rows=*/false, &kPhi3GgufNames};
+constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama,    &kGgufMixtral,  &kGgufQwen2,   &kGgufQwen3,
+                                                          &kGgufQwen2Moe, &kGgufQwen3Moe, &kGgufGptNeoX, &kGgufPhi3};
 
 // ---- tied parameters --------------------------------------------------------------------------------------------
 
@@ -176,7 +199,8 @@ const Architecture kArchitectures[] = {
      .model_type = "gpt_neox",
      .build = build_gpt_neox,
      .no_split_module = "GPTNeoXLayer",
-     .tied_keys = kGptNeoXTied},
+     .tied_keys = kGptNeoXTied,
+     .gguf = &kGgufGptNeoX},
     {.name = "OPTForCausalLM",
      .model_type = "opt",
      .build = build_opt,
@@ -186,7 +210,8 @@ const Architecture kArchitectures[] = {
      .model_type = "phi3",
      .build = build_phi3,
      .no_split_module = "Phi3DecoderLayer",
-     .tied_keys = kLlamaTied},
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufPhi3},
     {.name = "T5ForConditionalGeneration",
      .model_type = "t5",
      .encoder_decoder = true,
@@ -272,6 +297,15 @@ const Architecture& architecture_for(const ConfigJson& config) {
   config.fail("unknown architecture: architectures[0] = " + (named ? "\"" + *named + "\"" : std::string("(absent)")) +
                   ", model_type = " + (model_type.empty() ? std::string("(absent)") : "\"" + model_type + "\""),
               "ferry implements " + supported_architectures_list() + ".");
+}
+
+std::string supported_gguf_architectures_list() {
+  std::string s;
+  for (const GgufArchitecture* g : kGgufArchitectures) {
+    const std::string entry = std::string(g->name) + " (" + std::string(g->hf_architecture) + ")";
+    s += (s.empty() ? "" : ", ") + entry;
+  }
+  return s;
 }
 
 const GgufArchitecture* find_gguf_architecture(std::string_view name) {

@@ -181,6 +181,15 @@ nn::RopeParameters ConfigJson::rope_parameters(int64_t max_position_embeddings, 
   if (!has("original_max_position_embeddings"))
     p.original_max_position_embeddings =
         sub.get_int("original_max_position_embeddings", p.original_max_position_embeddings);
+  if (p.rope_type == "frequency_factors") {  // ferry's own, for GGUF files (nn/rotary.h)
+    const nlohmann::json* factors = sub.find("factors");
+    if (factors == nullptr || !factors->is_array())
+      fail("\"" + dict_name + "\" of type \"frequency_factors\" needs \"factors\", a list of numbers");
+    for (const auto& f : *factors) {
+      if (!f.is_number()) fail("\"" + dict_name + ".factors\" must hold numbers, got " + brief(f));
+      p.frequency_factors.push_back(f.get<double>());
+    }
+  }
   if ((p.rope_type == "linear" || p.rope_type == "llama3") && !sub.has("factor"))
     fail("\"" + dict_name + "\" of type \"" + p.rope_type + "\" needs \"factor\"");
   if (p.rope_type == "llama3") {

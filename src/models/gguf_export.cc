@@ -11,6 +11,8 @@
 #include "ferry/io/checkpoint.h"
 #include "ferry/io/gguf_writer.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/nn/rotary.h"
+#include "ferry/ops/rotary.h"
 
 namespace ferry::models {
 namespace {
@@ -96,7 +98,8 @@ void write_config(io::GgufWriter& w, const ConfigJson& c, const std::string& arc
   w.set(p + "attention.head_count", u32(heads));
   w.set(p + "attention.head_count_kv", u32(c.get_int("num_key_value_heads", heads)));
   w.set(p + "attention.layer_norm_rms_epsilon", io::gguf_f32(static_cast<float>(c.get_float("rms_norm_eps", 1e-6))));
-  w.set(p + "rope.freq_base", io::gguf_f32(static_cast<float>(c.get_float("rope_theta", 10000.0))));
+  w.set(p + "rope.freq_base",
+        io::gguf_f32(static_cast<float>(c.rope_parameters(c.get_int("max_position_embeddings", 2048)).rope_theta)));
   w.set(p + "rope.dimension_count", u32(head_dim));
   if (head_dim != hidden / heads) {
     w.set(p + "attention.key_length", u32(head_dim));
@@ -121,14 +124,24 @@ void write_config(io::GgufWriter& w, const ConfigJson& c, const std::string& arc
     if (const int64_t shared = c.get_int("shared_expert_intermediate_size", 0); !mixtral && shared > 0)
       w.set(p + "expert_shared_feed_forward_length", u32(shared));
   }
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const auto& rs = j["rope_scaling"];
-    const std::string type = rs.value("rope_type", rs.value("type", std::string()));
-    if (type != "linear")
-      throw Error("rope_scaling \"" + type + "\" cannot be written to GGUF by ferry yet", c.where(),
-                  "export a model without rope scaling, or use llama.cpp's convert_hf_to_gguf.py");
+  const nn::RopeParameters rope = c.rope_parameters(c.get_int("max_position_embeddings", 2048));
+  if (rope.rope_type == "llama3" || rope.rope_type == "frequency_factors") {
+    // llama.cpp keeps Llama 3's scaling as one divisor per frequency (rope_freqs), as its converter writes it.
+    const auto plain = ops::rope_inv_freq(head_dim, rope.rope_theta).to_vector<float>();
+    const auto scaled = nn::rope_inverse_frequencies(head_dim, rope).to_vector<float>();
+    std::vector<float> factors(plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) factors[i] = plain[i] / scaled[i];
+    if (rope.rope_type == "frequency_factors")  // from a GGUF: the file's own factors, bit for bit
+      for (std::size_t i = 0; i < plain.size(); ++i) factors[i] = static_cast<float>(rope.frequency_factors[i]);
+    const Shape shape{static_cast<int64_t>(factors.size())};
+    w.add_tensor("rope_freqs.weight", shape, DType::F32,
+                 [factors, shape] { return Tensor::from_vector(factors, shape); });
+  } else if (rope.rope_type == "linear") {
     w.set(p + "rope.scaling.type", io::gguf_string("linear"));
-    w.set(p + "rope.scaling.factor", io::gguf_f32(rs.value("factor", 1.0f)));
+    w.set(p + "rope.scaling.factor", io::gguf_f32(static_cast<float>(rope.factor)));
+  } else if (rope.rope_type != "default") {
+    throw Error("rope type \"" + rope.rope_type + "\" cannot be written to GGUF by ferry yet", c.where(),
+                "export a model without rope scaling, or use llama.cpp's convert_hf_to_gguf.py");
   }
 }
 
@@ -143,7 +156,9 @@ GgufExportReport export_gguf(const std::filesystem::path& source, const std::fil
   const ConfigJson config = from_gguf ? gguf_config(*gguf) : ConfigJson::read(source);
   const std::string model_type = config.model_type();
   const Architecture& family = architecture_for(config);
-  if (!family.gguf)
+  // The llama family's GGUF layout (write_config's keys); ferry reads more architectures than it writes.
+  constexpr std::string_view kWritten[] = {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe"};
+  if (!family.gguf || std::find(std::begin(kWritten), std::end(kWritten), family.gguf->name) == std::end(kWritten))
     throw Error(
         "ferry writes GGUF files of llama, mistral, mixtral, qwen2, qwen3, qwen2_moe and qwen3_moe models, not \"" +
             model_type + "\"",

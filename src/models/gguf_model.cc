@@ -2,6 +2,7 @@
 #include "ferry/models/gguf_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
@@ -63,10 +64,122 @@ const GgufArchitecture& gguf_architecture(const io::GgufFile& f) {
   const GgufArchitecture* g = find_gguf_architecture(arch, f.get_int(arch + ".expert_count").value_or(0) > 0);
   if (!g)
     unsupported(f, "general.architecture", "GGUF architecture \"" + arch + "\" is not supported",
-                "ferry reads llama (Llama, Mistral, Mixtral), qwen2, qwen3, qwen2moe and qwen3moe GGUF files; use the "
-                "Hugging Face folder instead");
+                "ferry reads " + supported_gguf_architectures_list() +
+                    " GGUF files; use the Hugging Face folder instead");
   return *g;
 }
+
+namespace {
+
+// A float vector tensor the converter writes for the config's sake (rope_freqs, rope_factors_long, ...).
+nlohmann::json float_list(const io::GgufFile& f, const std::string& name) {
+  const Tensor t = f.tensor(name).to(DType::F32);
+  nlohmann::json out = nlohmann::json::array();
+  for (float v : t.to_vector<float>()) out.push_back(v);
+  return out;
+}
+
+// Partial rotary as a fraction of the head that int(head · fraction) turns back into `rotated` (the Python every
+// family's config computes its rotary dims with).
+double rotary_fraction(int64_t rotated, int64_t head) {
+  double fraction = static_cast<double>(rotated) / static_cast<double>(head);
+  while (static_cast<int64_t>(static_cast<double>(head) * fraction) < rotated) fraction = std::nextafter(fraction, 2.0);
+  return fraction;
+}
+
+// Llama, Mistral, Mixtral, Qwen2, Qwen3 and their mixtures of experts (LlamaConfig's keys).
+void read_llama_family(const io::GgufFile& f, const GgufArchitecture& g, const std::string& p, nlohmann::json& c) {
+  const std::string arch(g.name);
+  const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"];
+  if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
+  c["rope_theta"] = f.get_float(p + "rope.freq_base").value_or(10000.0);
+  const int64_t head_dim = f.get_int(p + "attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
+  c["head_dim"] = head_dim;
+  if (auto rot = f.get_int(p + "rope.dimension_count"); rot && *rot != head_dim)
+    unsupported(f, p + "rope.dimension_count",
+                "partial rotary embeddings (" + std::to_string(*rot) + " of head_dim " + std::to_string(head_dim) +
+                    ") are not supported for " + arch,
+                "use the Hugging Face folder instead");
+  if (f.find_tensor("rope_freqs.weight")) {
+    // Llama 3.1+'s rope scaling, as llama.cpp's converter stores it: one divisor per frequency.
+    if (auto type = f.get_string(p + "rope.scaling.type"); type && *type != "none")
+      unsupported(f, p + "rope.scaling.type", "rope_freqs and rope scaling \"" + *type + "\" together",
+                  "the file is not one llama.cpp's converter writes; use the Hugging Face folder instead");
+    c["rope_scaling"] = {{"rope_type", "frequency_factors"}, {"factors", float_list(f, "rope_freqs.weight")}};
+  } else if (auto type = f.get_string(p + "rope.scaling.type"); type && *type != "none") {
+    if (*type != "linear")
+      unsupported(f, p + "rope.scaling.type", "rope scaling \"" + *type + "\" is not supported for GGUF files",
+                  "use the Hugging Face folder instead");
+    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", f.get_float(p + "rope.scaling.factor").value_or(1.0)}};
+  }
+  c["attention_bias"] = f.find_tensor("blk.0.attn_q.bias") != nullptr;  // qwen3 (qwen2 always has q/k/v biases)
+  if (g.interleaved_qk_rows) {
+    // llama.cpp's converter interleaves each head's q/k rows; attention rotates adjacent pairs to match (see
+    // LlamaConfig::rope_layout), so the weights stay as the file holds them.
+    c["rope_interleaved"] = true;
+    c["mlp_bias"] = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
+  } else {
+    c["use_sliding_window"] = false;
+  }
+}
+
+// GPT-NeoX / Pythia (gptneox): LayerNorms with biases, partial rotary, parallel residual. The converter reorders
+// query_key_value's rows from per-head q|k|v to three blocks q | k | v (fused_qkv_blocks, a ferry extension the
+// attention reads); it writes no rope base (llama.cpp then uses 10000) and not the activation (llama.cpp computes
+// GELU; ferry uses the folder default "gelu").
+void read_gpt_neox(const io::GgufFile& f, const GgufArchitecture&, const std::string& p, nlohmann::json& c) {
+  const int64_t head = c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>();
+  c.erase("num_key_value_heads");
+  if (auto eps = f.get_float(p + "attention.layer_norm_epsilon")) c["layer_norm_eps"] = *eps;
+  c["rotary_emb_base"] = f.get_float(p + "rope.freq_base").value_or(10000.0);
+  c["rotary_pct"] = rotary_fraction(f.get_int(p + "rope.dimension_count").value_or(head / 4), head);
+  c["use_parallel_residual"] = f.get_bool(p + "use_parallel_residual").value_or(true);
+  c["attention_bias"] = f.find_tensor("blk.0.attn_qkv.bias") != nullptr;
+  c["fused_qkv_blocks"] = true;
+}
+
+// Phi-3 / Phi-3.5 / Phi-4 (phi3): fused qkv_proj and gate_up_proj as the folder has them; LongRoPE's factors are
+// tensors (rope_factors_short / _long) with the attention factor and original context in the metadata.
+void read_phi3(const io::GgufFile& f, const GgufArchitecture&, const std::string& p, nlohmann::json& c) {
+  const int64_t head = c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>();
+  if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
+  c["rope_theta"] = f.get_float(p + "rope.freq_base").value_or(10000.0);
+  c["partial_rotary_factor"] = rotary_fraction(f.get_int(p + "rope.dimension_count").value_or(head), head);
+  const int64_t window = f.get_int(p + "attention.sliding_window").value_or(0);
+  c["sliding_window"] = window > 0 ? nlohmann::json(window) : nlohmann::json(nullptr);
+  if (auto original = f.get_int(p + "rope.scaling.original_context_length"))
+    c["original_max_position_embeddings"] = *original;
+  const bool has_long = f.find_tensor("rope_factors_long.weight") != nullptr;
+  if (has_long != (f.find_tensor("rope_factors_short.weight") != nullptr))
+    unsupported(f, has_long ? "rope_factors_short.weight" : "rope_factors_long.weight", "missing",
+                "LongRoPE needs both the short and the long factors; the file is damaged");
+  if (has_long) {
+    if (!c.contains("original_max_position_embeddings"))
+      unsupported(f, p + "rope.scaling.original_context_length", "missing",
+                  "LongRoPE needs the original context length; the file is damaged");
+    c["rope_scaling"] = {{"rope_type", "longrope"},
+                         {"short_factor", float_list(f, "rope_factors_short.weight")},
+                         {"long_factor", float_list(f, "rope_factors_long.weight")},
+                         {"attention_factor", f.get_float(p + "rope.scaling.attn_factor").value_or(1.0)}};
+  }
+}
+
+using FamilyReader = void (*)(const io::GgufFile&, const GgufArchitecture&, const std::string&, nlohmann::json&);
+
+// The config keys each llama.cpp architecture records its own way; the rest read as the llama family's.
+FamilyReader family_reader(std::string_view arch) {
+  static const std::unordered_map<std::string_view, FamilyReader> readers = {{"gptneox", read_gpt_neox},
+                                                                             {"phi3", read_phi3}};
+  const auto it = readers.find(arch);
+  return it == readers.end() ? read_llama_family : it->second;
+}
+
+// Tensors the converter writes for the config's sake, read by family_reader and not loaded as parameters.
+bool is_config_tensor(std::string_view name) {
+  return name == "rope_freqs.weight" || name == "rope_factors_long.weight" || name == "rope_factors_short.weight";
+}
+
+}  // namespace
 
 ConfigJson gguf_config(const io::GgufFile& f) {
   const GgufArchitecture& g = gguf_architecture(f);
@@ -81,46 +194,20 @@ ConfigJson gguf_config(const io::GgufFile& f) {
     unsupported(f, p + "expert_count", "a " + arch + " file with experts is not a model ferry reads",
                 "use the Hugging Face folder instead");
   }
-  const int64_t hidden = f.require_int(p + "embedding_length");
+  // What every llama.cpp architecture writes alike: widths, depth, heads, context, vocabulary, a tied head.
   const int64_t heads = f.require_int(p + "attention.head_count");
-  c["hidden_size"] = hidden;
+  c["hidden_size"] = f.require_int(p + "embedding_length");
   c["intermediate_size"] = f.require_int(p + "feed_forward_length");
   c["num_hidden_layers"] = f.require_int(p + "block_count");
   c["num_attention_heads"] = heads;
+  if (heads <= 0) unsupported(f, p + "attention.head_count", "must be positive", "the file is damaged");
   c["num_key_value_heads"] = f.get_int(p + "attention.head_count_kv").value_or(heads);
   c["max_position_embeddings"] = f.get_int(p + "context_length").value_or(2048);
-  if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
-  c["rope_theta"] = f.get_float(p + "rope.freq_base").value_or(10000.0);
-  const int64_t head_dim = f.get_int(p + "attention.key_length").value_or(heads > 0 ? hidden / heads : 0);
-  c["head_dim"] = head_dim;
-  if (auto rot = f.get_int(p + "rope.dimension_count"); rot && *rot != head_dim)
-    unsupported(f, p + "rope.dimension_count",
-                "partial rotary embeddings (" + std::to_string(*rot) + " of head_dim " + std::to_string(head_dim) +
-                    ") are not supported for " + arch,
-                "use the Hugging Face folder instead");
-  if (f.find_tensor("rope_freqs.weight"))
-    unsupported(f, "rope_freqs.weight", "llama 3 rope frequency factors are not supported yet for GGUF files",
-                "use the Hugging Face folder (config.json's rope_scaling) instead");
-  if (auto type = f.get_string(p + "rope.scaling.type"); type && *type != "none") {
-    if (*type != "linear")
-      unsupported(f, p + "rope.scaling.type", "rope scaling \"" + *type + "\" is not supported for GGUF files",
-                  "use the Hugging Face folder instead");
-    c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", f.get_float(p + "rope.scaling.factor").value_or(1.0)}};
-  }
   const io::GgufTensorInfo& embed = f.tensor_info("token_embd.weight");
   if (embed.dims.size() != 2) unsupported(f, "token_embd.weight", "must be 2-D", "");
   c["vocab_size"] = static_cast<int64_t>(embed.dims[1]);
   c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
-  if (g.interleaved_qk_rows) {
-    // llama.cpp's converter interleaves each head's q/k rows; attention rotates adjacent pairs to match (see
-    // LlamaConfig::rope_layout), so the weights stay as the file holds them.
-    c["rope_interleaved"] = true;
-    c["attention_bias"] = f.find_tensor("blk.0.attn_q.bias") != nullptr;
-    c["mlp_bias"] = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
-  } else {
-    c["use_sliding_window"] = false;
-    c["attention_bias"] = f.find_tensor("blk.0.attn_q.bias") != nullptr;  // qwen3 (qwen2 always has q/k/v biases)
-  }
+  family_reader(g.name)(f, g, p, c);
   return ConfigJson::from_json(std::move(c), f.where());
 }
 
@@ -139,6 +226,7 @@ std::vector<GgufHfTensor> gguf_hf_tensors(const io::GgufFile& f) {
   std::vector<GgufHfTensor> out;
   std::vector<std::string> unknown;
   for (const auto& info : f.tensors()) {
+    if (is_config_tensor(info.name)) continue;
     if (const auto hf = hf_tensor_name(names, info.name)) {
       out.push_back({*hf, info});
       // Qwen2-MoE's shared expert gate is [1, C]; ggml drops trailing dims of 1, so llama.cpp's quantizer writes [C].

@@ -113,6 +113,7 @@ GPTNeoXConfig GPTNeoXConfig::from_json(const ConfigJson& j) {
   c.use_parallel_residual = j.get_bool("use_parallel_residual", true);
   c.attention_bias = j.get_bool("attention_bias", true);
   c.tie_word_embeddings = j.get_bool("tie_word_embeddings", false);
+  c.fused_qkv_blocks = j.get_bool("fused_qkv_blocks", false);
   read_rope(j, c);
   return c;
 }
@@ -123,7 +124,8 @@ GPTNeoXAttention::GPTNeoXAttention(const GPTNeoXConfig& c, int64_t layer_idx, DT
     : layer_idx_(layer_idx),
       num_heads_(c.num_attention_heads),
       head_size_(c.head_size()),
-      scaling_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_size())))) {
+      scaling_(static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_size())))),
+      fused_qkv_blocks_(c.fused_qkv_blocks) {
   query_key_value = register_module("query_key_value", std::make_shared<nn::Linear>(c.hidden_size, 3 * c.hidden_size,
                                                                                     c.attention_bias, dtype));
   dense = register_module("dense", std::make_shared<nn::Linear>(c.hidden_size, c.hidden_size, c.attention_bias, dtype));
@@ -137,9 +139,12 @@ nn::Value GPTNeoXAttention::forward(const nn::Args& args) {
   const int64_t t = x.size(0), d = head_size_;
 
   // query_key_value's output [T, 3C] is [T, H, 3, D]: each head's q, k and v side by side (transformers' view to
-  // [T, H, 3D] and chunk(3, dim=-1)).
-  Tensor qkv = (*query_key_value)(x).reshape({t * num_heads_, 3 * d});
-  std::vector<Tensor> parts = nn::split_last_dim(qkv, {d, d, d});
+  // [T, H, 3D] and chunk(3, dim=-1)); or [T, 3, H, D] for llama.cpp's files (fused_qkv_blocks).
+  const int64_t c = num_heads_ * d;
+  std::vector<Tensor> parts = fused_qkv_blocks_
+                                  ? nn::split_last_dim((*query_key_value)(x), {c, c, c})
+                                  : nn::split_last_dim((*query_key_value)(x).reshape({t * num_heads_, 3 * d}),
+                                                       {d, d, d});
   Tensor q = parts[0].reshape({t, num_heads_, d});
   Tensor k = parts[1].reshape({t, num_heads_, d});
   Tensor v = parts[2].reshape({t, num_heads_, d});

@@ -63,9 +63,19 @@ Tensor rope_inverse_frequencies(int64_t rotary_dim, const RopeParameters& params
     if (!(params.high_freq_factor > params.low_freq_factor))
       throw Error("high_freq_factor must be larger than low_freq_factor", where);
     apply_llama3_scaling(inv_freq, params);
+  } else if (params.rope_type == "frequency_factors") {
+    if (params.frequency_factors.size() != inv_freq.size())
+      throw Error(std::to_string(params.frequency_factors.size()) + " frequency factors for " +
+                      std::to_string(inv_freq.size()) + " frequencies (rotary dimension " + std::to_string(rotary_dim) +
+                      " / 2)",
+                  where, "the file's rope_freqs tensor must have one factor per rotated pair");
+    for (std::size_t i = 0; i < inv_freq.size(); ++i) {
+      check_positive(params.frequency_factors[i], "frequency factor", where);
+      inv_freq[i] /= static_cast<float>(params.frequency_factors[i]);
+    }
   } else {
     throw Error("rope_type \"" + params.rope_type + "\" is not supported", where,
-                "ferry implements \"default\", \"linear\" and \"llama3\"");
+                "ferry implements \"default\", \"linear\" and \"llama3\" (and \"frequency_factors\" for GGUF files)");
   }
   return Tensor::from_vector(inv_freq, {rotary_dim / 2});
 }

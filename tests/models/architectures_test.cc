@@ -80,7 +80,8 @@ TEST(Registry, ConfigsResolveByClassThenModelTypeAndUnknownOnesListEveryFamily) 
 TEST(Registry, GgufArchitecturesLoadAsAnEntryThatWritesThem) {
   for (const auto& [name, experts] :
        {std::pair{"llama", false}, std::pair{"llama", true}, std::pair{"qwen2", false}, std::pair{"qwen3", false},
-        std::pair{"qwen2moe", true}, std::pair{"qwen3moe", true}}) {
+        std::pair{"qwen2moe", true}, std::pair{"qwen3moe", true}, std::pair{"gptneox", false},
+        std::pair{"phi3", false}}) {
     SCOPED_TRACE(std::string(name) + (experts ? " with experts" : ""));
     const GgufArchitecture* g = find_gguf_architecture(name, experts);
     ASSERT_NE(g, nullptr);

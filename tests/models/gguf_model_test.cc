@@ -16,6 +16,7 @@
 #include "ferry/text/tokenizer.h"
 #include "support/error_of.h"
 #include "support/hf_folder.h"
+#include "support/llama_cpp_oracle.h"
 
 namespace ferry::models {
 namespace {
@@ -61,26 +62,8 @@ TEST(GgufExport, AVocabularyBeyondVocabSizeNamesTheToken) {
   EXPECT_NE(e.find("token id 7 of \"zebra\" is outside vocab_size 4"), std::string::npos) << e;
 }
 
-class GgufOracle : public ::testing::Test {
- protected:
-  void SetUp() override {
-    python_ = test::reference_python(FERRY_SOURCE_DIR);
-    converter_ = fs::path(FERRY_SOURCE_DIR) / ".venv" / "src" / "llama.cpp";
-    if (const char* dir = std::getenv("FERRY_LLAMA_CPP_CONVERTER")) converter_ = dir;
-    if (!python_ || !fs::exists(converter_ / "convert_hf_to_gguf.py"))
-      GTEST_SKIP() << "no reference venv with llama.cpp's converter (scripts/venv)";
-  }
-  fs::path convert(const fs::path& folder, const std::string& outtype) {
-    const fs::path out = folder.parent_path() / (folder.filename().string() + "." + outtype + ".gguf");
-    EXPECT_EQ(test::run_reference_script(*python_, "gguf_convert.py",
-                                         {converter_.string(), folder.string(), out.string(), outtype},
-                                         out.string() + ".log"),
-              "");
-    return out;
-  }
-  std::optional<fs::path> python_;
-  fs::path converter_;
-};
+// llama.cpp's converter and llama.cpp itself on folders ferry writes.
+class GgufOracle : public test::LlamaCppOracleTest {};
 
 TEST_F(GgufOracle, LlamaCppConvertedFilesComputeWhatTheFolderComputes) {
   nlohmann::json qwen2 = test::tiny_qwen2_config();
@@ -97,7 +80,7 @@ TEST_F(GgufOracle, LlamaCppConvertedFilesComputeWhatTheFolderComputes) {
     auto hf = AutoModelForCausalLM::from_pretrained(folder);
     const Tensor want = hf->logits(prompt());
 
-    const fs::path f32 = convert(folder, "f32");
+    const fs::path f32 = convert(folder, "f32", /*vocab_none=*/false);
     ASSERT_TRUE(is_gguf_file(f32));
     auto g = AutoModelForCausalLM::from_pretrained(f32);
     EXPECT_EQ(g->type_name(), hf->type_name());
@@ -106,12 +89,12 @@ TEST_F(GgufOracle, LlamaCppConvertedFilesComputeWhatTheFolderComputes) {
     EXPECT_LE(test::max_abs_diff(g->logits(prompt()), want), name == "llama" ? 1e-5 : 0.0) << "f32";
 
     auto hf16 = AutoModelForCausalLM::from_pretrained(folder, {.dtype = DType::F16});
-    auto g16 = AutoModelForCausalLM::from_pretrained(convert(folder, "f16"));
+    auto g16 = AutoModelForCausalLM::from_pretrained(convert(folder, "f16", /*vocab_none=*/false));
     EXPECT_EQ(nn::get_module_tensor(*g16, "model.layers.0.self_attn.q_proj.weight").dtype(), DType::F16);
     EXPECT_LE(test::max_abs_diff(g16->logits(prompt()), hf16->logits(prompt())), name == "llama" ? 1e-5 : 0.0) << "f16";
 
     // q8_0: dequantized exactly; the logits move by the quantization error only.
-    auto g8 = AutoModelForCausalLM::from_pretrained(convert(folder, "q8_0"));
+    auto g8 = AutoModelForCausalLM::from_pretrained(convert(folder, "q8_0", /*vocab_none=*/false));
     const double err = test::max_abs_diff(g8->logits(prompt()), want);
     EXPECT_GT(err, 0.0);
     EXPECT_LT(err, 0.02 * test::max_abs(want)) << "q8_0";
@@ -128,31 +111,14 @@ TEST_F(GgufOracle, LlamaCppRunsAQwen3FileAsFerryDoes) {
   config["vocab_size"] = 128;
   nn::manual_seed(13);
   test::write_random_hf_folder(folder, config, DType::F32);
-  const fs::path gguf = root.path() / "qwen3.gguf";
-  ASSERT_EQ(test::run_reference_script(*python_, "gguf_convert.py",
-                                       {converter_.string(), folder.string(), gguf.string(), "f32", "--vocab-none"},
-                                       gguf.string() + ".log"),
-            "");
-  const fs::path json = root.path() / "llama_cpp.json";
-  ASSERT_EQ(test::run_reference_script(*python_, "llama_cpp_logits.py",
-                                       {gguf.string(), json.string(), "3,14,15,92,65,35,89,7"}, json.string() + ".log"),
-            "");
-  std::ifstream in(json);
-  const auto want = nlohmann::json::parse(in)["logits"].get<std::vector<double>>();
+  const fs::path gguf = convert(folder, "f32");
+  const auto want = run_llama_cpp(gguf, {3, 14, 15, 92, 65, 35, 89, 7})["logits"].get<std::vector<double>>();
   auto model = AutoModelForCausalLM::from_pretrained(gguf);
   EXPECT_EQ(model->type_name(), "Qwen3ForCausalLM");
-  const auto got = model->logits(prompt(), model->make_cache(), 1).to_vector<float>();  // the last position
-  ASSERT_EQ(got.size(), want.size());
-  double diff = 0, scale = 0;
-  std::size_t ours = 0, theirs = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-    if (got[i] > got[ours]) ours = i;
-    if (want[i] > want[theirs]) theirs = i;
-  }
+  const auto [diff, scale, same_greedy] = test::compare_last_logits(*model, {3, 14, 15, 92, 65, 35, 89, 7}, want);
+  EXPECT_GT(scale, 0.0);
   EXPECT_LE(diff, 1e-4 * scale);  // both f32, up to summation order
-  EXPECT_EQ(ours, theirs) << "the greedy token";
+  EXPECT_TRUE(same_greedy) << "the greedy token";
   std::printf("qwen3 f32: ferry vs llama.cpp on llama.cpp's file, logits max diff %.2e (max |logit| %.2f)\n", diff,
               scale);
 }
@@ -162,7 +128,7 @@ TEST_F(GgufOracle, DeviceMapsApplyToGgufModels) {
   const fs::path folder = root.path() / "llama";
   nn::manual_seed(12);
   test::write_random_hf_folder(folder, test::tiny_llama_config(), DType::F32);
-  const fs::path gguf = convert(folder, "f32");
+  const fs::path gguf = convert(folder, "f32", /*vocab_none=*/false);
   auto resident = AutoModelForCausalLM::from_pretrained(gguf);
   DeviceMap map{{"model.embed_tokens", Device::cpu()}, {"model.layers.0", Device::cpu()},
                 {"model.layers.1", Device::disk()},     {"model.norm", Device::cpu()},
@@ -194,7 +160,7 @@ TEST_F(GgufOracle, QuantizedTiedFileRunsWithItsDiskPartInTheFile) {
   config["intermediate_size"] = 64;
   nn::manual_seed(13);
   test::write_random_hf_folder(folder, config, DType::F32);
-  const fs::path gguf = convert(folder, "q8_0");
+  const fs::path gguf = convert(folder, "q8_0", /*vocab_none=*/false);
   auto resident = AutoModelForCausalLM::from_pretrained(gguf);
   EXPECT_EQ(nn::get_module_tensor(*resident, "model.layers.0.mlp.up_proj.weight").dtype(), DType::Q8_0);
   DeviceMap map{{"model.embed_tokens", Device::disk()}, {"model.layers.0", Device::disk()},

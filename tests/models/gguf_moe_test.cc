@@ -15,6 +15,7 @@
 #include "ferry/nn/module_tensors.h"
 #include "support/error_of.h"
 #include "support/hf_folder.h"
+#include "support/llama_cpp_oracle.h"
 
 namespace ferry::models {
 namespace {
@@ -23,12 +24,6 @@ namespace fs = std::filesystem;
 
 const std::vector<int64_t> kPrompt{3, 14, 15, 92, 65, 35, 89, 7, 21, 44};
 Tensor prompt() { return Tensor::from_vector(kPrompt, {static_cast<int64_t>(kPrompt.size())}); }
-
-std::string ids_arg() {
-  std::string s;
-  for (int64_t id : kPrompt) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s;
-}
 
 TEST(GgufMoeNames, StackedExpertsNameEveryExpertsSlice) {
   const GgufArchitecture* llama = find_gguf_architecture("llama", /*experts=*/true);
@@ -68,67 +63,12 @@ TEST(GgufMoeNames, SlicesOfAStackedTensorAreItsContiguousParts) {
   EXPECT_NE(test::error_of([&] { flat.slice(0); }).find("1-D"), std::string::npos);
 }
 
-// The end of a reference script's log, for a failure message.
-std::string log_tail(const fs::path& log) {
-  std::ifstream in(log);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text.size() > 1500 ? text.substr(text.size() - 1500) : text;
-}
-
-class GgufMoe : public ::testing::Test {
+class GgufMoe : public test::LlamaCppOracleTest {
  protected:
-  void SetUp() override {
-    python_ = test::reference_python(FERRY_SOURCE_DIR);
-    converter_ = fs::path(FERRY_SOURCE_DIR) / ".venv" / "src" / "llama.cpp";
-    if (const char* dir = std::getenv("FERRY_LLAMA_CPP_CONVERTER")) converter_ = dir;
-    if (!python_ || !fs::exists(converter_ / "convert_hf_to_gguf.py"))
-      GTEST_SKIP() << "no reference venv with llama.cpp's converter (scripts/venv)";
-  }
-  fs::path convert(const fs::path& folder, const std::string& outtype) {
-    const fs::path out = folder.parent_path() / (folder.filename().string() + "." + outtype + ".gguf");
-    EXPECT_EQ(test::run_reference_script(*python_, "gguf_convert.py",
-                                         {converter_.string(), folder.string(), out.string(), outtype, "--vocab-none"},
-                                         out.string() + ".log"),
-              "")
-        << log_tail(out.string() + ".log");
-    return out;
-  }
-  // llama.cpp on `gguf` (its KV cache in f32, as ferry's): {"model", "logits" at the prompt's last position, and
-  // with `extra` options "greedy" ids} (tests/reference/llama_cpp_logits.py).
-  nlohmann::json run_llama_cpp(const fs::path& gguf, const std::vector<std::string>& extra = {}) {
-    const fs::path json = gguf.string() + ".llama_cpp.json";
-    std::vector<std::string> args{gguf.string(), json.string(), ids_arg(), "--f32-cache"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    EXPECT_EQ(test::run_reference_script(*python_, "llama_cpp_logits.py", args, json.string() + ".log"), "")
-        << log_tail(json.string() + ".log");
-    std::ifstream in(json);
-    return nlohmann::json::parse(in);
-  }
   std::vector<double> llama_cpp_logits(const fs::path& gguf) {
-    return run_llama_cpp(gguf)["logits"].get<std::vector<double>>();
+    return run_llama_cpp(gguf, kPrompt)["logits"].get<std::vector<double>>();
   }
-  std::optional<fs::path> python_;
-  fs::path converter_;
 };
-
-struct Compared {
-  double diff = 0, scale = 0;
-  bool same_greedy = false;
-};
-Compared compare_last(CausalLM& model, const std::vector<double>& want) {
-  const auto got = model.logits(prompt(), model.make_cache(), 1).to_vector<float>();
-  Compared c;
-  if (got.size() != want.size()) return c;
-  std::size_t ours = 0, theirs = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    c.diff = std::max(c.diff, std::abs(got[i] - want[i]));
-    c.scale = std::max(c.scale, std::abs(want[i]));
-    if (got[i] > got[ours]) ours = i;
-    if (want[i] > want[theirs]) theirs = i;
-  }
-  c.same_greedy = ours == theirs;
-  return c;
-}
 
 // The three families as llama.cpp runs them: no sliding windows (its mixtral, qwen2moe and qwen3moe have none), every
 // layer sparse (qwen2moe has no dense layers, and its converter refuses them), Qwen2-MoE's top-k unnormalised and
@@ -179,7 +119,7 @@ TEST_F(GgufMoe, LlamaCppConvertedMixturesComputeAsTheFolderAndAsLlamaCpp) {
     EXPECT_EQ(g->info().experts.experts_per_token, hf->info().experts.experts_per_token);
     EXPECT_LE(test::max_abs_diff(g->logits(prompt()), want), 1e-5 * test::max_abs(want)) << "f32 file vs folder";
 
-    const Compared f32_vs_llama = compare_last(*g, llama_cpp_logits(f32));
+    const test::ComparedLogits f32_vs_llama = test::compare_last_logits(*g, kPrompt, llama_cpp_logits(f32));
     EXPECT_GT(f32_vs_llama.scale, 0.0);
     EXPECT_LE(f32_vs_llama.diff, 1e-4 * f32_vs_llama.scale) << "f32: ferry vs llama.cpp";
     EXPECT_TRUE(f32_vs_llama.same_greedy);
@@ -192,7 +132,7 @@ TEST_F(GgufMoe, LlamaCppConvertedMixturesComputeAsTheFolderAndAsLlamaCpp) {
     const std::string w = expert_module_names(*g8, {expert}).front();
     EXPECT_EQ(nn::get_module_tensor(*g8, w + (name == "mixtral" ? ".w1.weight" : ".gate_proj.weight")).dtype(),
               DType::Q8_0);
-    const Compared q8_vs_llama = compare_last(*g8, llama_cpp_logits(q8));
+    const test::ComparedLogits q8_vs_llama = test::compare_last_logits(*g8, kPrompt, llama_cpp_logits(q8));
     EXPECT_TRUE(q8_vs_llama.same_greedy);
     EXPECT_LE(q8_vs_llama.diff, 0.03 * q8_vs_llama.scale) << "q8_0: ferry vs llama.cpp";
     std::printf("%s q8_0: ferry vs llama.cpp, logits max diff %.2e (max |logit| %.2f)\n", name.c_str(),
@@ -213,40 +153,6 @@ TEST_F(GgufMoe, LlamaCppConvertedMixturesComputeAsTheFolderAndAsLlamaCpp) {
   }
 }
 
-// ferry on `want["model"]` against llama.cpp's logits at the prompt (within 1e-3 of their scale: both quantize
-// activations the same way; measured 2e-7) and its greedy ids, step for step, unless a step is a near tie
-// (llama.cpp's token within twice the prompt's logit difference of ferry's choice).
-void expect_greedy_like_llama_cpp(CausalLM& model, const nlohmann::json& want, const std::string& what) {
-  auto cache = model.make_cache();
-  Tensor logits = model.logits(prompt(), cache, 1);
-  const auto ref = want["logits"].get<std::vector<double>>();
-  const auto at_prompt = logits.to_vector<float>();
-  ASSERT_EQ(at_prompt.size(), ref.size());
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::abs(at_prompt[i] - ref[i]));
-    scale = std::max(scale, std::abs(ref[i]));
-  }
-  EXPECT_LE(diff, 1e-3 * scale) << what << ": logits at the prompt";
-  const auto ids = want["greedy"].get<std::vector<int64_t>>();
-  ASSERT_FALSE(ids.empty());
-  std::size_t equal = 0;
-  for (std::size_t step = 0; step < ids.size(); ++step) {
-    const auto row = logits.to_vector<float>();
-    const int64_t next = std::max_element(row.begin(), row.end()) - row.begin();
-    if (next != ids[step]) {
-      EXPECT_LE(row[next] - row[ids[step]], 2 * diff)
-          << what << ", step " << step << ": ferry picks " << next << ", llama.cpp " << ids[step];
-      break;
-    }
-    ++equal;
-    logits = model.logits(Tensor::from_vector(std::vector<int64_t>{next}, {1}), cache, 1);
-  }
-  EXPECT_GE(equal, ids.size() / 2) << what << ": too few greedy steps were decisive to compare";
-  std::printf("%s: logits max diff %.2e (max |logit| %.2f) at the prompt; %zu of %zu greedy ids equal to llama.cpp's\n",
-              what.c_str(), diff, scale, equal, ids.size());
-}
-
 // Q4_K_M files made by llama.cpp's own quantizer (hidden and expert widths of whole 256-element super-blocks, so the
 // experts are q4_k and q6_k as in the Hub's files) compute llama.cpp's logits and greedy ids.
 TEST_F(GgufMoe, Q4KMFilesFromLlamaCppsQuantizerGenerateItsGreedyIds) {
@@ -256,14 +162,14 @@ TEST_F(GgufMoe, Q4KMFilesFromLlamaCppsQuantizerGenerateItsGreedyIds) {
     const fs::path folder = root.path() / name;
     nn::manual_seed(23);
     test::write_random_hf_folder(folder, config, DType::F32);
-    const nlohmann::json want = run_llama_cpp(convert(folder, "f32"), {"--quantize=q4_k_m", "--greedy=8"});
+    const nlohmann::json want = run_llama_cpp(convert(folder, "f32"), kPrompt, {"--quantize=q4_k_m", "--greedy=8"});
     auto model = AutoModelForCausalLM::from_pretrained(want["model"].get<std::string>());
     const std::string expert = model->info().experts.expert_class;
     const std::string first = expert_module_names(*model, {expert}).front();
     EXPECT_EQ(nn::get_module_tensor(*model, first + (name == "mixtral" ? ".w1.weight" : ".gate_proj.weight")).dtype(),
               DType::Q4_K);
 
-    expect_greedy_like_llama_cpp(*model, want, name + " q4_k_m");
+    test::expect_greedy_like_llama_cpp(*model, kPrompt, want, name + " q4_k_m");
   }
 }
 
@@ -293,7 +199,8 @@ TEST_F(GgufMoe, FerryQuantizeWritesStackedExpertsThatLlamaCppRuns) {
     const std::string first = expert_module_names(*model, {model->info().experts.expert_class}).front();
     EXPECT_EQ(nn::get_module_tensor(*model, first + (name == "mixtral" ? ".w1.weight" : ".gate_proj.weight")).dtype(),
               DType::Q4_K);
-    expect_greedy_like_llama_cpp(*model, run_llama_cpp(q4, {"--greedy=8"}), name + " ferry quantize q4_k_m");
+    test::expect_greedy_like_llama_cpp(*model, kPrompt, run_llama_cpp(q4, kPrompt, {"--greedy=8"}),
+                                       name + " ferry quantize q4_k_m");
   }
   test::TempDir root;
   nlohmann::json dense_layer = test::tiny_qwen2_moe_config();  // mlp_only_layers [1]

@@ -10,7 +10,7 @@ load the file and run it on token ids (scripts/bench-gguf); --with-vocab runs th
 (a folder with a SentencePiece tokenizer.model: tests/reference/spm_gguf_oracle.py); by default the tokenizer keys
 are absent.
 
-Five things are stood in for, none of which touches the weights or changes the model's hyperparameters:
+Seven things are stood in for, none of which touches the weights or changes the model's hyperparameters:
   - mistral_common (imported by the converter for Mistral's own tokenizers only) is replaced by empty modules
     while the converter is imported;
   - the vocabulary step is skipped (the test folders have random weights and no tokenizer; ferry's GGUF
@@ -22,6 +22,11 @@ Five things are stood in for, none of which touches the weights or changes the m
   - transformers 5 nests rope_theta in config.to_dict()'s rope_parameters, where this converter does not look (it
     reads hparams["rope_theta"]), so it would write no rope.freq_base and llama.cpp would use its 10000 instead of
     the folder's theta; the theta is copied back to the top level, as config.json holds it;
+  - for the same reason the converter finds no rope_scaling (Llama 3's "llama3" scaling, which it turns into the
+    rope_freqs tensor; Phi-3's LongRoPE factors): a rope_parameters dict of a type other than "default" is copied
+    back to rope_scaling, the key Hub checkpoints' config.json files hold it under;
+  - and transformers 5's GPTNeoXConfig keeps rotary_pct only as rope_parameters' partial_rotary_factor, where
+    this converter does not look (it reads hparams["rotary_pct"] and fails without it): it is copied back;
   - transformers 5's Qwen3MoeConfig calls num_experts num_local_experts, which this converter's Qwen MoE models do not
     read (they read hparams["num_experts"]; the base writes expert_count from num_local_experts, once): the count is
     moved back to num_experts.
@@ -66,6 +71,11 @@ def main():
         rope = config.get("rope_parameters") or {}
         if "rope_theta" not in config and "rope_theta" in rope:
             config["rope_theta"] = rope["rope_theta"]
+        if not config.get("rope_scaling") and rope.get("rope_type", "default") != "default":
+            config["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
+        if config.get("model_type") == "gpt_neox" and "rotary_pct" not in config \
+                and "partial_rotary_factor" in rope:
+            config["rotary_pct"] = rope["partial_rotary_factor"]
         if config.get("model_type") in ("qwen2_moe", "qwen3_moe") and "num_experts" not in config \
                 and "num_local_experts" in config:
             config["num_experts"] = config.pop("num_local_experts")
@@ -80,7 +90,7 @@ def main():
             if "vocab_size" in self.hparams and not isinstance(self, c.LlamaModel):
                 self.gguf_writer.add_vocab_size(self.hparams["vocab_size"])
     if "--with-vocab" not in sys.argv[5:]:
-        for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model, c.Qwen3MoeModel):  # each defines its own set_vocab
+        for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model, c.Qwen3MoeModel, c.Phi3MiniModel):  # each defines its own set_vocab
             cls.set_vocab = no_vocab
     sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", outtype]
     c.main()

@@ -96,6 +96,8 @@ const GgufArchitecture* find_gguf_architecture(std::string_view name, bool exper
 
 /// "LlamaForCausalLM (llama), ..." — what ferry implements, for messages.
 std::string supported_architectures_list();
+/// "llama (LlamaForCausalLM), llama (MixtralForCausalLM), ..." — the GGUF architectures ferry reads, for messages.
+std::string supported_gguf_architectures_list();
 
 /// The HF name of a GGUF tensor name under `names` ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"),
 /// or nullopt for names with no counterpart.

@@ -51,6 +51,10 @@ struct GPTNeoXConfig {
   nn::RopeParameters rope;  // default: theta 10000
   double partial_rotary_factor = 0.25;
   int64_t rotary_ndims = 0;  // int(D · partial_rotary_factor)
+  /// query_key_value's output rows as three blocks q | k | v instead of per head (q_h, k_h, v_h): the order
+  /// llama.cpp's converter writes (config key "fused_qkv_blocks", a ferry extension gguf_config sets for gptneox
+  /// files, so the weights stay as the file holds them).
+  bool fused_qkv_blocks = false;
 
   int64_t head_size() const noexcept { return hidden_size / num_attention_heads; }
 
@@ -72,6 +76,7 @@ class GPTNeoXAttention : public nn::Module {
  private:
   int64_t layer_idx_, num_heads_, head_size_;
   float scaling_;
+  bool fused_qkv_blocks_;
 };
 
 /// dense_4h_to_h(act(dense_h_to_4h(x))), both with bias. x: [T, C] -> [T, C].

@@ -8,12 +8,15 @@
 // original_inv_freq, so module sizes and device maps match Accelerate's. Its forward returns inv_freq rather than
 // HF's (cos, sin) tables: ferry's ops::apply_rotary_ computes the angles positions[t] · inv_freq[i] itself, in f32
 // as transformers does. Passing inv_freq as a forward argument lets hooks move it to each layer's execution device.
+// "frequency_factors" is ferry's own type for llama.cpp files: GGUF stores Llama 3's scaling as one divisor per
+// frequency (the tensor rope_freqs, which llama.cpp's converter computes from rope_scaling), not as its parameters.
 // Left out: the rope types that change with the sequence length or scale the attention ("dynamic", "yarn",
 // "longrope"); asking for one is an error naming it.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ferry/nn/module.h"
 
@@ -22,12 +25,13 @@ namespace ferry::nn {
 /// A model's RoPE settings, as transformers' `config.rope_parameters` (or legacy `rope_theta` + `rope_scaling`)
 /// spell them.
 struct RopeParameters {
-  std::string rope_type = "default";  // "default", "linear" or "llama3"
+  std::string rope_type = "default";  // "default", "linear", "llama3" or "frequency_factors"
   double rope_theta = 10000.0;
   double factor = 1.0;                               // linear, llama3
   double low_freq_factor = 1.0;                      // llama3
   double high_freq_factor = 4.0;                     // llama3
   int64_t original_max_position_embeddings = 8192;   // llama3
+  std::vector<double> frequency_factors;             // frequency_factors: R/2 divisors (GGUF's rope_freqs)
 };
 
 /// inv_freq [R/2] f32 for `rotary_dim` R under `params`:
@@ -36,6 +40,7 @@ struct RopeParameters {
 ///   llama3:  wavelengths 2π/inv_freq longer than original_max_position_embeddings / low_freq_factor are divided by
 ///            factor, shorter than original_max_position_embeddings / high_freq_factor kept, and the band between
 ///            interpolated smoothly (transformers' _compute_llama3_parameters).
+///   frequency_factors: default / frequency_factors[i] (llama.cpp's ggml_rope_ext with freq_factors).
 /// Throws ferry::Error for an odd or non-positive rotary_dim, a non-positive theta or factor, and unknown rope types.
 /// HF: ROPE_INIT_FUNCTIONS[rope_type](config)
 Tensor rope_inverse_frequencies(int64_t rotary_dim, const RopeParameters& params);
