@@ -63,8 +63,12 @@ ThreadMatchState& thread_state() {
 std::string onig_to_pcre2(std::string_view p, std::string_view where) {
   std::string out;
   out.reserve(p.size() + 32);
-  bool in_class = false;
+  // Character-class nesting: 0 outside, 1 in a class, 2+ in a class nested in one (Oniguruma's union: [a[bc]] is
+  // [abc]). PCRE2 has no nesting, so a nested class's items are spliced into the outer one; a negated nested class
+  // or an intersection, which no union can express, are refused.
+  int class_depth = 0;
   for (std::size_t i = 0; i < p.size();) {
+    const bool in_class = class_depth > 0;
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
       const char d = p[i + 1];
@@ -112,7 +116,10 @@ std::string onig_to_pcre2(std::string_view p, std::string_view where) {
     }
     if (in_class) {
       if (c == ']') {
-        in_class = false;
+        if (--class_depth > 0) {  // the end of a nested class: its items stay in the outer one
+          ++i;
+          continue;
+        }
       } else if (c == '&' && i + 1 < p.size() && p[i + 1] == '&') {
         untranslatable("class intersection (&&)", p, where);
       } else if (c == '[') {
@@ -123,14 +130,18 @@ std::string onig_to_pcre2(std::string_view p, std::string_view where) {
           i = close + 2;
           continue;
         }
-        untranslatable("a nested character class", p, where);
+        if (i + 1 < p.size() && p[i + 1] == '^') untranslatable("a negated nested character class", p, where);
+        ++class_depth;  // BLOOM's " ?[^(\\s|[.,!?…。，、।۔،])]+": the nested items join the outer class
+        ++i;
+        if (i < p.size() && p[i] == ']') out.push_back(p[i++]);  // a leading ']' is literal here too
+        continue;
       }
       out.push_back(c);
       ++i;
       continue;
     }
     if (c == '[') {
-      in_class = true;
+      class_depth = 1;
       out.push_back(c);
       ++i;
       if (i < p.size() && p[i] == '^') out.push_back(p[i++]);

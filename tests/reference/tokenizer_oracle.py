@@ -3,8 +3,8 @@
 
 Trains small tokenizers with the `tokenizers` trainers on a text corpus (Debian's license texts and
 package copyright files plus a built-in multilingual sample), in the configurations real models use:
-byte-level BPE with the GPT-2 regex, byte-level with the Llama-3 / Qwen2 split regexes, SentencePiece-style
-BPE with byte fallback (Llama-2's legacy normalizer and the newer Metaspace pre-tokenizer), added and
+byte-level BPE with the GPT-2 regex (and GPT-NeoX's NFC), byte-level with the Llama-3 / Qwen2 / BLOOM split regexes, SentencePiece-style
+BPE with byte fallback (Llama-2's legacy normalizer, the newer Metaspace pre-tokenizer, Gemma's), added and
 special tokens with lstrip/rstrip/single_word/normalized variants, and pre-tokenizer/normalizer
 combinations covering every Split behaviour. It then writes, for >= 2,000 varied strings, what the oracle
 says: encode ids (with and without special tokens), decode strings (with and without skipping special
@@ -35,6 +35,7 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normaliz
 GPT2_ALPHABET = pre_tokenizers.ByteLevel.alphabet()
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+BLOOM_REGEX = r" ?[^(\s|[.,!?…。，、।۔،])]+"
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -208,6 +209,42 @@ def qwen2(corpus):
     tok.add_special_tokens([AddedToken(s, normalized=False, special=True)
                             for s in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]])
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def gemma(sp):
+    """Gemma 2/3 as transformers 5's GemmaTokenizer builds it: BPE with byte fallback, spaces replaced by "▁" in
+    the normalizer (no prefix space), a Split on " " that then finds none, and <start_of_turn>/<end_of_turn>."""
+    data = json.loads(json.dumps(sp))
+    data["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
+    data["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                             "invert": False}
+    data["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    data["post_processor"] = template("<s> $A", {"<s>": 1})
+    tok = Tokenizer.from_str(json.dumps(data))
+    tok.add_special_tokens([AddedToken(s, normalized=False, special=True)
+                            for s in ["<start_of_turn>", "<end_of_turn>"]])
+    return tok
+
+
+def bloom(corpus):
+    """BLOOM's byte-level BPE: its own split (runs without spaces or its punctuation, each with an optional leading
+    space) before a regex-less ByteLevel."""
+    tok = byte_level_bpe(corpus, BLOOM_REGEX)
+    tok.add_special_tokens([AddedToken(s, normalized=False, special=True) for s in ["<unk>", "<s>", "</s>", "<pad>"]])
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def gpt_neox(corpus):
+    """GPT-NeoX / Pythia as transformers 5's GPTNeoXTokenizer builds it: NFC, GPT-2's byte-level pre-tokenizer."""
+    tok = byte_level_bpe(corpus)
+    tok.normalizer = normalizers.NFC()
+    tok.add_special_tokens([AddedToken(s, normalized=False, special=True)
+                            for s in ["<|endoftext|>", "<|padding|>"]])
+    tok.post_processor = processors.ByteLevel(trim_offsets=True)
     return tok
 
 
@@ -410,6 +447,9 @@ def build_all(corpus):
         "llama2_legacy": llama2_legacy(sp),
         "llama2_metaspace": llama2_metaspace(sp),
         "sp_unk_metaspace_split": sp_unk_metaspace_split(sp_plain),
+        "gemma": gemma(sp),
+        "bloom": bloom(corpus),
+        "gpt_neox": gpt_neox(corpus),
         "splits_a": splits_a(gpt2),
         "splits_b": splits_b(gpt2),
         "suffix_bpe": suffix_bpe(corpus),

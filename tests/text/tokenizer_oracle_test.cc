@@ -1,12 +1,12 @@
 // ferry's Tokenizer against the oracle, Hugging Face `tokenizers` itself.
 //
-// tests/reference/tokenizer_oracle.py trains eleven tokenizers (byte-level GPT-2 / Llama-3 / Qwen2 style,
-// SentencePiece-style Llama-2 with byte fallback, added-token variants, every Split behaviour, ...) and
-// records what `tokenizers` returns for >= 2,000 strings. This test loads the same tokenizer.json files and
-// requires 100% agreement on encode ids (with and without special tokens), decode strings (with and
-// without skipping special tokens) and DecodeStream (its text adds up to decode; its chunks are HF's where HF's
-// stream does not raise and no byte-fallback piece is involved), printing the first mismatches.
-// It skips, saying why, when no Python with `tokenizers` is available (see python_oracle.h).
+// tests/reference/tokenizer_oracle.py trains fourteen tokenizers (byte-level GPT-2 / Llama-3 / Qwen2 / BLOOM /
+// GPT-NeoX style, SentencePiece-style Llama-2 and Gemma with byte fallback, added-token variants, every Split
+// behaviour, ...) and records what `tokenizers` returns for >= 2,000 strings. This test loads the same tokenizer.json
+// files and requires 100% agreement on encode ids (with and without special tokens), decode strings (with and without
+// skipping special tokens) and DecodeStream (its text adds up to decode; its chunks are HF's where HF's stream does not
+// raise and no byte-fallback piece is involved), printing the first mismatches. It skips, saying why, when no Python
+// with `tokenizers` is available (see python_oracle.h).
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -79,6 +79,15 @@ TEST(OnigTranslation, RewritesClassesWhoseMeaningDiffers) {
   EXPECT_EQ(onig_to_pcre2("(?mi:a.b)", "t"), "(?si:a.b)");
   EXPECT_EQ(onig_to_pcre2("[]a]", "t"), "[]a]");
   EXPECT_THROW(onig_to_pcre2("[a-z&&[^aeiou]]", "t"), Error);
+  // Nested classes are unions (Oniguruma), spliced into the outer class; a negated one cannot be.
+  EXPECT_EQ(onig_to_pcre2("[^(\\s|[.,!?])]", "t"), "[^(\\p{White_Space}|.,!?)]");
+  EXPECT_EQ(onig_to_pcre2("[a[b[c]]d]x", "t"), "[abcd]x");
+  EXPECT_EQ(onig_to_pcre2("[a[]b]]", "t"), "[a]b]");
+  EXPECT_THROW(onig_to_pcre2("[a[^b]]", "t"), Error);
+  const Regex bloom(" ?[^(\\s|[.,!?…。，、।۔،])]+", "bloom");
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  bloom.find_all("Hi, you (there)!? a|b", spans);  // "(", ")", "|" are in the class too, as Oniguruma reads it
+  EXPECT_EQ(spans, (std::vector<std::pair<std::size_t, std::size_t>>{{0, 2}, {3, 7}, {9, 14}, {17, 19}, {20, 21}}));
   EXPECT_THROW(onig_to_pcre2("[\\W]", "t"), Error);
 }
 
