@@ -93,6 +93,10 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
   cmd.add_option("--expert-cache", expert_cache,
                  "mixtures of experts with experts on disk: RAM for an LRU cache of the experts read, e.g. 2GiB; 0 "
                  "reads every routed expert again (default auto: what the plan leaves free of the cpu budget)");
+  cmd.add_option("--guess-experts", guess_experts,
+                 "mixtures of experts with experts on disk: on (default) reads the experts the next layer's router "
+                 "picks for this layer's input a layer ahead; off reads only routed experts")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 void ModelFlags::apply() const {
@@ -160,6 +164,7 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   o.mlock = mlock;
   o.plan_by_expert = moe_plan != "layers";
   if (expert_cache != "auto") o.expert_cache_bytes = expert_cache_bytes_value();
+  o.guess_experts = guess_experts == "on";
   return o;
 }
 

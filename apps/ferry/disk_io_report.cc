@@ -23,6 +23,7 @@ DiskIoMark disk_io_mark(const LoadedModel& lm) {
   DiskIoMark m;
   if (lm.staged_reader) m.reader = lm.staged_reader->stats();
   if (lm.expert_cache) m.experts = lm.expert_cache->stats();
+  if (lm.expert_cache && lm.model) m.expert_use = models::expert_use(*lm.model);
   m.process_read_bytes = process_disk_read_bytes();
   return m;
 }
@@ -44,6 +45,12 @@ DiskIoReport disk_io_report(const LoadedModel& lm, const DiskIoMark& before, std
         .missed_bytes_per_token = static_cast<double>(s.bytes_missed - before.experts.bytes_missed) / r.tokens,
         .capacity = s.capacity,
         .held = s.bytes};
+    if (lm.model) {
+      const models::ExpertUse u = models::expert_use(*lm.model);
+      r.expert_cache->routed = u.calls - before.expert_use.calls;
+      r.expert_cache->guessed = u.guessed - before.expert_use.guessed;
+      r.expert_cache->guessed_routed = u.guessed_routed - before.expert_use.guessed_routed;
+    }
   }
   if (!lm.staged_reader) {
     const std::uint64_t now = process_disk_read_bytes();
@@ -120,6 +127,11 @@ std::string disk_io_text(const DiskIoReport& r) {
         format_bytes(static_cast<int64_t>(c.capacity)), format_bytes(static_cast<int64_t>(c.held)), c.hits, c.misses,
         looked ? 100.0 * static_cast<double>(c.hits) / static_cast<double>(looked) : 0.0, c.evictions,
         format_bytes(static_cast<int64_t>(c.missed_bytes_per_token)));
+    if (c.guessed > 0)
+      line += fmt::format("; guessed a layer ahead: {:.0f} % of the routed experts ({} of {} guesses routed)",
+                          c.routed ? 100.0 * static_cast<double>(c.guessed_routed) / static_cast<double>(c.routed)
+                                   : 0.0,
+                          c.guessed_routed, c.guessed);
   }
   return line + "\n  " + prefetch_text(r);
 }
@@ -156,7 +168,10 @@ nlohmann::json disk_io_json(const DiskIoReport& r) {
                          {"hits", r.expert_cache->hits},
                          {"misses", r.expert_cache->misses},
                          {"evictions", r.expert_cache->evictions},
-                         {"missed_bytes_per_token", r.expert_cache->missed_bytes_per_token}};
+                         {"missed_bytes_per_token", r.expert_cache->missed_bytes_per_token},
+                         {"routed", r.expert_cache->routed},
+                         {"guessed", r.expert_cache->guessed},
+                         {"guessed_routed", r.expert_cache->guessed_routed}};
   if (r.bound) {
     j["bound_gb_per_s"] = r.bound->best.gb_per_s;
     j["fraction_of_bound"] = r.gb_per_s / r.bound->best.gb_per_s;

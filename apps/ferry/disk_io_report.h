@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ferry/io/staged_reader.h"
+#include "ferry/models/moe.h"
 #include "run_model.h"
 
 namespace ferry::cli {
@@ -22,6 +23,7 @@ std::uint64_t process_disk_read_bytes();
 struct DiskIoMark {
   io::StagedReaderStats reader;
   io::WeightsCacheStats experts;
+  models::ExpertUse expert_use;
   std::uint64_t process_read_bytes = 0;
 };
 DiskIoMark disk_io_mark(const LoadedModel& lm);
@@ -52,6 +54,9 @@ struct DiskIoReport {
     std::uint64_t hits = 0, misses = 0, evictions = 0;
     double missed_bytes_per_token = 0;  ///< read from disk for experts the cache did not hold
     std::size_t capacity = 0, held = 0;
+    /// Reading ahead by guessing (FromPretrainedOptions::guess_experts): experts routed, guessed a layer ahead, and
+    /// the guesses that were routed.
+    std::uint64_t routed = 0, guessed = 0, guessed_routed = 0;
   };
   std::optional<ExpertCacheRun> expert_cache;
 };

@@ -20,6 +20,7 @@
 #include "ferry/io/checkpoint.h"
 #include "ferry/models/architectures.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/models/moe.h"
 #include "ferry/nn/empty_weights.h"
 #include "ferry/nn/module_tensors.h"
 #include "ferry/nn/tied.h"
@@ -150,6 +151,7 @@ OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& f
   if (info.experts.num_experts > 0) dispatch.preload_module_classes = {info.experts.expert_class};
   dispatch.expert_cache = expert_cache_for(model, map, options, dtype, io.staging_bytes);
   dispatch_model(model, map, dispatch);
+  if (has_disk && info.experts.num_experts > 0) set_expert_guessing(model, options.guess_experts);
   model.set_hf_device_map(std::move(map));
   return options.staged_reader && has_disk ? OffloadIo::Direct : io.io;
 }
@@ -235,6 +237,7 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   if (model->info().experts.num_experts > 0) dispatch.preload_module_classes = {model->info().experts.expert_class};
   dispatch.expert_cache = expert_cache_for(*model, map, options, std::nullopt, io.staging_bytes);
   dispatch_model(*model, map, dispatch);
+  if (has_disk && model->info().experts.num_experts > 0) set_expert_guessing(*model, options.guess_experts);
   model->set_hf_device_map(std::move(map));
   // cpu-placed weights: views of the file, or copies the kernel cannot drop when RAM is short (as for folders).
   const bool direct = has_disk && (options.staged_reader || io.io == OffloadIo::Direct);

@@ -10,6 +10,7 @@
 #include "ferry/nn/hooks.h"
 #include "ferry/ops/elementwise.h"
 #include "ferry/ops/gather.h"
+#include "ferry/ops/linear.h"
 
 namespace ferry::models {
 
@@ -106,6 +107,13 @@ nn::Value SparseMoeBlock::forward(const nn::Args& args) {
   for (std::size_t e = 0; e < num_experts; ++e)
     if (!rows[e].empty()) picked.push_back(&(*experts)[e]);
   nn::announce_will_run(picked);  // offloaded experts start reading now, in the order they run
+  if (!guessed_.empty()) {        // how good the previous block's guess for this one was
+    for (std::size_t e = 0; e < num_experts; ++e)
+      if (!rows[e].empty() && std::binary_search(guessed_.begin(), guessed_.end(), static_cast<int32_t>(e)))
+        ++use_.guessed_routed;
+    guessed_.clear();
+  }
+  if (next_ != nullptr) guess_next(x);  // the next block's reads start behind this one's
 
   Tensor out = Tensor::zeros({t, c}, DType::F32);
   float* o = out.data<float>();
@@ -134,6 +142,38 @@ nn::Value SparseMoeBlock::forward(const nn::Args& args) {
     }
   }
   return out.to(x.device());
+}
+
+void SparseMoeBlock::guess_next(const Tensor& x) {
+  const Tensor& w = next_->gate->weight();
+  if (w.is_meta() || w.device() != x.device()) return;  // the router is offloaded: guessing would read it
+  const Routing g = route_tokens(ops::linear(x, w), next_->config_.top_k, /*normalize=*/false);
+  std::vector<int32_t> ids = g.experts;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::vector<nn::Module*> ahead;
+  for (int32_t e : ids) ahead.push_back(&(*next_->experts)[static_cast<std::size_t>(e)]);
+  next_->guessed_ = std::move(ids);
+  next_->use_.guessed += ahead.size();
+  nn::announce_will_run(ahead);
+}
+
+void set_expert_guessing(nn::Module& model, bool on) {
+  SparseMoeBlock* previous = nullptr;
+  for (const auto& named : model.named_modules()) {
+    auto* block = dynamic_cast<SparseMoeBlock*>(named.module);
+    if (block == nullptr) continue;
+    if (previous != nullptr) previous->set_next(on ? block : nullptr);
+    block->set_next(nullptr);
+    previous = block;
+  }
+}
+
+ExpertUse expert_use(nn::Module& model) {
+  ExpertUse total;
+  for (const auto& named : model.named_modules())
+    if (const auto* block = dynamic_cast<const SparseMoeBlock*>(named.module)) total += block->use();
+  return total;
 }
 
 }  // namespace ferry::models

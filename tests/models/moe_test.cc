@@ -481,3 +481,89 @@ TEST(MoePlan, AutoReservesACacheOfTwiceATokensExpertsWhenTheExpertsDoNotFit) {
 
 }  // namespace
 }  // namespace ferry::models
+
+namespace ferry::models {
+namespace {
+
+// Reading ahead by guessing (issue 32): with every expert on disk, read direct through a prefetcher, guessing each
+// next layer's experts changes no logit (a guess only starts reads), and its counts add up: a guess is announced for
+// every sparse layer but the first, and no more guesses are routed than were made or than experts ran.
+TEST(MoeGuessing, GuessesStartReadsAndChangeNoLogit) {
+  test::TempDir dir;
+  nlohmann::json config = test::tiny_qwen3_moe_config();
+  config["num_hidden_layers"] = 3;
+  test::write_random_hf_folder(dir.path() / "model", config, DType::F32);
+  auto resident = AutoModelForCausalLM::from_pretrained(dir.path() / "model");
+  const DeviceMap map = experts_on_disk(*resident);
+  const Tensor prompt = Tensor::from_vector(std::vector<int64_t>{3, 17, 5, 60, 2, 9, 41, 8}, {8});
+  const std::vector<int64_t> steps = {7, 38, 69, 4, 12};
+  auto run = [&](CausalLM& m) {
+    auto kv = m.make_cache();
+    std::vector<Tensor> out = {m.logits(prompt, kv)};
+    for (int64_t id : steps) out.push_back(m.logits(Tensor::from_vector(std::vector<int64_t>{id}, {1}), kv));
+    return out;
+  };
+  const std::vector<Tensor> want = run(*resident);
+  for (bool guess : {true, false}) {
+    SCOPED_TRACE(guess ? "guessing" : "not guessing");
+    auto reader = std::make_shared<io::StagedReader>();
+    auto m = AutoModelForCausalLM::from_pretrained(dir.path() / "model", {.device_map = map,
+                                                                          .offload_folder = dir.path() / "offload",
+                                                                          .expert_cache_bytes = 0,
+                                                                          .guess_experts = guess,
+                                                                          .prefetch = 2,
+                                                                          .offload_io = OffloadIo::Direct,
+                                                                          .staged_reader = reader});
+    const std::vector<Tensor> got = run(*m);
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(test::max_abs_diff(got[i], want[i]), 0.0) << "forward " << i;
+    const ExpertUse use = expert_use(*m);
+    const int64_t top_k = m->info().experts.experts_per_token, sparse = m->info().experts.sparse_layers;
+    ASSERT_EQ(sparse, 3);
+    EXPECT_EQ(use.calls >= static_cast<uint64_t>(top_k * sparse * static_cast<int64_t>(steps.size())), true);
+    if (!guess) {
+      EXPECT_EQ(use.guessed, 0u);
+      continue;
+    }
+    // Decode steps guess top_k experts for layers 1 and 2; the prompt guesses the union over its tokens.
+    EXPECT_GE(use.guessed, static_cast<uint64_t>(top_k * (sparse - 1) * static_cast<int64_t>(steps.size())));
+    EXPECT_LE(use.guessed_routed, use.guessed);
+    EXPECT_LE(use.guessed_routed, use.calls);
+    EXPECT_GT(reader->stats().prefetched + reader->stats().evicted, 0u) << "guessed experts were read ahead";
+  }
+}
+
+// When a layer's input is the next layer's input (attention and experts add nothing) and both layers have one router,
+// the guess is the routing: every routed expert of layers 1 and 2 was guessed, and every guess was routed.
+TEST(MoeGuessing, ARouterSeeingTheSameInputGuessesEveryExpert) {
+  test::TempDir dir;
+  nlohmann::json config = test::tiny_qwen3_moe_config();
+  config["num_hidden_layers"] = 3;
+  test::write_random_hf_folder(dir.path() / "model", config, DType::F32);
+  auto m = AutoModelForCausalLM::from_pretrained(dir.path() / "model");
+  const Tensor router0 = nn::get_module_tensor(*m, "model.layers.0.mlp.gate.weight");
+  for (const auto& [name, t] : m->named_parameters()) {  // new tensors: the loaded ones view the checkpoint
+    if (name.ends_with("self_attn.o_proj.weight") || name.ends_with("down_proj.weight"))
+      nn::set_module_tensor_to_device(*m, name, Device::cpu(), Tensor::zeros(t.shape(), DType::F32));
+    else if (name.ends_with("mlp.gate.weight"))
+      nn::set_module_tensor_to_device(*m, name, Device::cpu(), router0.clone());
+  }
+  set_expert_guessing(*m, true);
+  auto kv = m->make_cache();
+  m->logits(Tensor::from_vector(std::vector<int64_t>{3, 17, 5}, {3}), kv);
+  const ExpertUse after_prompt = expert_use(*m);
+  for (int64_t id : {7, 38, 69}) m->logits(Tensor::from_vector(std::vector<int64_t>{id}, {1}), kv);
+  const ExpertUse use = expert_use(*m);
+  const uint64_t calls = use.calls - after_prompt.calls, guessed = use.guessed - after_prompt.guessed;
+  const uint64_t right = use.guessed_routed - after_prompt.guessed_routed;
+  const auto top_k = static_cast<uint64_t>(m->info().experts.experts_per_token);
+  EXPECT_EQ(calls, 3 * 3 * top_k);
+  EXPECT_EQ(guessed, 3 * 2 * top_k) << "layers 1 and 2 are guessed, layer 0 is not";
+  EXPECT_EQ(right, guessed);
+  set_expert_guessing(*m, false);
+  m->logits(Tensor::from_vector(std::vector<int64_t>{9}, {1}), kv);
+  EXPECT_EQ(expert_use(*m).guessed, use.guessed) << "turned off";
+}
+
+}  // namespace
+}  // namespace ferry::models

@@ -62,6 +62,10 @@ struct FromPretrainedOptions {
   std::optional<int64_t> expert_cache_bytes;
   /// Set: from_pretrained fills it (classes, capacity, the cache itself) so that the caller can read its stats().
   std::shared_ptr<ExpertCache> expert_cache;
+  /// Beyond HF, mixtures of experts with experts on disk: each sparse block guesses the next one's experts with that
+  /// block's router and announces them, so their reads start a layer early (SparseMoeBlock::set_next; how often the
+  /// guesses were routed: expert_use). false: only routed experts are read.
+  bool guess_experts = true;
   /// Called after each tensor is loaded (for progress bars); empty = none.
   LoadProgressCallback on_progress;
   /// Beyond HF: offloaded modules read this many modules ahead while one computes (DispatchOptions::prefetch);

@@ -92,9 +92,17 @@ struct Routing {
 /// The router's choice from its logits f32 [T, E] (any device; read on the host), as transformers computes it.
 Routing route_tokens(const Tensor& router_logits, int64_t top_k, bool normalize);
 
-/// Counts of the experts run, for reports: calls = routed (expert, step) pairs, tokens = routed (token, expert) pairs.
+/// Counts of the experts run, for reports: calls = routed (expert, step) pairs, tokens = routed (token, expert) pairs;
+/// guessed = experts announced ahead by the previous sparse block (set_guessing), guessed_routed = those of them the
+/// block then routed to (so guessed_routed / calls is how much of the routing was read ahead, guessed_routed / guessed
+/// how many of the reads ahead were used).
 struct ExpertUse {
   uint64_t calls = 0, tokens = 0;
+  uint64_t guessed = 0, guessed_routed = 0;
+  ExpertUse& operator+=(const ExpertUse& o) noexcept {
+    calls += o.calls, tokens += o.tokens, guessed += o.guessed, guessed_routed += o.guessed_routed;
+    return *this;
+  }
 };
 
 /// The sparse block. x: [T, C] normed hidden states -> [T, C].
@@ -108,6 +116,12 @@ class SparseMoeBlock : public nn::Module {
   const MoeConfig& config() const noexcept { return config_; }
   /// Expert runs since construction (a routed expert runs once per forward on all its tokens).
   ExpertUse use() const noexcept { return use_; }
+  /// Reading ahead by guessing (beyond transformers): once this block has routed its tokens, it applies `next`'s
+  /// router to its own input — the residual stream changes little from one layer to the next — and announces the
+  /// experts that picks (nn::announce_will_run), after its own, so an offloaded guess is read while this block and
+  /// the next attention compute. Only when `next`'s router weight is in memory on this block's device (a guess never
+  /// loads anything). nullptr: no guessing.
+  void set_next(SparseMoeBlock* next) noexcept { next_ = next; }
 
   std::shared_ptr<TopKRouter> gate;
   std::shared_ptr<nn::ModuleList> experts;         // GatedMLP each
@@ -115,8 +129,17 @@ class SparseMoeBlock : public nn::Module {
   std::shared_ptr<nn::Linear> shared_expert_gate;  // Qwen2-MoE: [1, C]; null otherwise
 
  private:
+  void guess_next(const Tensor& x);
+
   MoeConfig config_;
   ExpertUse use_;
+  SparseMoeBlock* next_ = nullptr;
+  std::vector<int32_t> guessed_;  // experts the previous block announced for this one (sorted), scored at routing
 };
+
+/// Turns guessing on (each sparse block of `model` guesses for the next one, in module order) or off.
+void set_expert_guessing(nn::Module& model, bool on);
+/// The ExpertUse of every sparse block of `model`, summed.
+ExpertUse expert_use(nn::Module& model);
 
 }  // namespace ferry::models
