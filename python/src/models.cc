@@ -10,6 +10,7 @@
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/models/moe.h"
 #include "ferry/text/generate.h"
 #include "ferry/text/pretrained.h"
 #include "model.h"
@@ -28,6 +29,7 @@ struct LoadArgs {
   std::string offload_io = "auto";
   bool plan_by_expert = true;
   nb::object expert_cache;  // "auto", a size ("2GiB") or bytes (0: none)
+  bool guess_experts = true;
 };
 
 // expert_cache: "auto" / None (nullopt: the plan's free cpu budget), a size string or a number of bytes >= 0.
@@ -77,6 +79,7 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   o.plan_by_expert = a.plan_by_expert;
   o.expert_cache_bytes = expert_cache_arg(a.expert_cache);
   o.expert_cache = std::make_shared<ExpertCache>();
+  o.guess_experts = a.guess_experts;
 
   Model out;
   out.expert_cache = o.expert_cache;
@@ -174,6 +177,8 @@ constexpr const char* kFromPretrainedDoc =
     "(False: Accelerate's plan by decoder layer).\n"
     "expert_cache: mixtures of experts with experts on disk: RAM for an LRU cache of the experts read, \"auto\" "
     "(default: what the plan leaves of the cpu budget), a size (\"2GiB\") or 0 (none).\n"
+    "guess_experts: mixtures of experts with experts on disk: read the experts the next layer's router picks for "
+    "this layer's input a layer ahead (default True; False reads only routed experts).\n"
     "Raises ferry.NotFoundError, ferry.OutOfMemoryError (budget too small) or ferry.InvalidValueError.";
 
 template <bool Seq2Seq>
@@ -184,16 +189,17 @@ void bind_auto_class(nb::module_& m, const char* name, const char* doc) {
           "from_pretrained",
           [](nb::handle path, nb::object device_map, nb::object max_memory, nb::object offload_folder, nb::object dtype,
              std::optional<std::vector<std::string>> no_split, nb::object prefetch, std::string offload_io,
-             nb::object quantize, nb::object torch_dtype, bool plan_by_expert, nb::object expert_cache) {
+             nb::object quantize, nb::object torch_dtype, bool plan_by_expert, nb::object expert_cache,
+             bool guess_experts) {
             LoadArgs a{device_map,     max_memory,          offload_folder, dtype.is_none() ? torch_dtype : dtype,
                        quantize,       std::move(no_split), prefetch,       std::move(offload_io),
-                       plan_by_expert, expert_cache};
+                       plan_by_expert, expert_cache,        guess_experts};
             return load(path_arg(path), Seq2Seq, a);
           },
           "pretrained_model_name_or_path"_a, "device_map"_a = nb::none(), "max_memory"_a = nb::none(),
           "offload_folder"_a = nb::none(), "dtype"_a = nb::none(), "no_split_module_classes"_a = nb::none(),
           "prefetch"_a = "auto", "offload_io"_a = "auto", "quantize"_a = nb::none(), "torch_dtype"_a = nb::none(),
-          "plan_by_expert"_a = true, "expert_cache"_a = "auto", kFromPretrainedDoc)
+          "plan_by_expert"_a = true, "expert_cache"_a = "auto", "guess_experts"_a = true, kFromPretrainedDoc)
       .def_static(
           "from_config", [](nb::handle config, nb::handle dtype) { return from_config(config, dtype, Seq2Seq); },
           "config"_a, "dtype"_a = nb::none(),
@@ -266,10 +272,15 @@ void bind_models(nb::module_& m) {
             d["bytes_missed"] = s.bytes_missed;
             d["bytes"] = s.bytes;
             d["capacity"] = s.capacity;
+            const models::ExpertUse u = models::expert_use(*m.model);
+            d["routed"] = u.calls;
+            d["guessed"] = u.guessed;
+            d["guessed_routed"] = u.guessed_routed;
             return d;
           },
           "With experts on disk: the expert cache's counts so far ({\"hits\", \"misses\", \"evictions\", "
-          "\"bytes_missed\" (read from disk), \"bytes\" (held), \"capacity\"}); else None.")
+          "\"bytes_missed\" (read from disk), \"bytes\" (held), \"capacity\", \"routed\" (experts run), "
+          "\"guessed\" (read a layer ahead by guess_experts), \"guessed_routed\" (of those, routed)}); else None.")
       .def(
           "num_parameters",
           [](const Model& m) {
