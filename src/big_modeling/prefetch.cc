@@ -121,6 +121,9 @@ void Prefetcher::will_run(const void* id) {
   std::string decided;  // the tuner's new choice, logged outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A read still queued for a module that runs now would come after its forward has read the weights itself (a
+    // prefetch thread that fell behind, e.g. on a loaded machine): drop it rather than read the bytes twice.
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [id](const Job& j) { return j.id == id; }), queue_.end());
     if (const std::size_t p = index_of(id); p < modules_.size() && modules_[p].announced) {
       modules_[p].queued = false;  // running now; announced again when it is picked again
       return;
