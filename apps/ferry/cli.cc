@@ -94,8 +94,9 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
                  "mixtures of experts with experts on disk: RAM for an LRU cache of the experts read, e.g. 2GiB; 0 "
                  "reads every routed expert again (default auto: what the plan leaves free of the cpu budget)");
   cmd.add_option("--guess-experts", guess_experts,
-                 "mixtures of experts with experts on disk: on (default) reads the experts the next layer's router "
-                 "picks for this layer's input a layer ahead; off reads only routed experts")
+                 "mixtures of experts with experts on disk: on reads the experts the next layer's router picks for "
+                 "this layer's input a layer ahead; off (default) reads only routed experts. Either way the report "
+                 "says how many routed experts the guesses would have covered")
       ->check(CLI::IsMember({"on", "off"}));
 }
 

@@ -46,7 +46,7 @@ struct ModelFlags {
   int64_t n_cpu_moe = 0;              // the experts of the first N layers on the cpu (llama.cpp's --n-cpu-moe)
   std::string moe_plan = "experts";   // experts: each expert a unit, dense parts first | layers: Accelerate's plan
   std::string expert_cache = "auto";  // RAM for an LRU cache of the experts read from disk: auto | a size | 0
-  std::string guess_experts = "on";   // on | off: read the next layer's likely experts ahead (guess_experts)
+  std::string guess_experts = "off";  // on | off: read the next layer's likely experts ahead (guess_experts)
 
   /// --expert-cache as bytes (not for "auto"); throws ferry::Error naming the flag.
   int64_t expert_cache_bytes_value() const;

@@ -128,7 +128,7 @@ std::string disk_io_text(const DiskIoReport& r) {
         looked ? 100.0 * static_cast<double>(c.hits) / static_cast<double>(looked) : 0.0, c.evictions,
         format_bytes(static_cast<int64_t>(c.missed_bytes_per_token)));
     if (c.guessed > 0)
-      line += fmt::format("; guessed a layer ahead: {:.0f} % of the routed experts ({} of {} guesses routed)",
+      line += fmt::format("; the next layer's router guessed {:.0f} % of the routed experts ({} of {} guesses routed)",
                           c.routed ? 100.0 * static_cast<double>(c.guessed_routed) / static_cast<double>(c.routed)
                                    : 0.0,
                           c.guessed_routed, c.guessed);

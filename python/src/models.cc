@@ -29,7 +29,7 @@ struct LoadArgs {
   std::string offload_io = "auto";
   bool plan_by_expert = true;
   nb::object expert_cache;  // "auto", a size ("2GiB") or bytes (0: none)
-  bool guess_experts = true;
+  bool guess_experts = false;
 };
 
 // expert_cache: "auto" / None (nullopt: the plan's free cpu budget), a size string or a number of bytes >= 0.
@@ -178,7 +178,7 @@ constexpr const char* kFromPretrainedDoc =
     "expert_cache: mixtures of experts with experts on disk: RAM for an LRU cache of the experts read, \"auto\" "
     "(default: what the plan leaves of the cpu budget), a size (\"2GiB\") or 0 (none).\n"
     "guess_experts: mixtures of experts with experts on disk: read the experts the next layer's router picks for "
-    "this layer's input a layer ahead (default True; False reads only routed experts).\n"
+    "this layer's input a layer ahead (default False: only routed experts; the guesses are counted either way).\n"
     "Raises ferry.NotFoundError, ferry.OutOfMemoryError (budget too small) or ferry.InvalidValueError.";
 
 template <bool Seq2Seq>
@@ -199,7 +199,7 @@ void bind_auto_class(nb::module_& m, const char* name, const char* doc) {
           "pretrained_model_name_or_path"_a, "device_map"_a = nb::none(), "max_memory"_a = nb::none(),
           "offload_folder"_a = nb::none(), "dtype"_a = nb::none(), "no_split_module_classes"_a = nb::none(),
           "prefetch"_a = "auto", "offload_io"_a = "auto", "quantize"_a = nb::none(), "torch_dtype"_a = nb::none(),
-          "plan_by_expert"_a = true, "expert_cache"_a = "auto", "guess_experts"_a = true, kFromPretrainedDoc)
+          "plan_by_expert"_a = true, "expert_cache"_a = "auto", "guess_experts"_a = false, kFromPretrainedDoc)
       .def_static(
           "from_config", [](nb::handle config, nb::handle dtype) { return from_config(config, dtype, Seq2Seq); },
           "config"_a, "dtype"_a = nb::none(),

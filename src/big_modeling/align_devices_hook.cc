@@ -62,6 +62,10 @@ void AlignDevicesHook::will_run_soon(nn::Module&) {
   if (opts_.offload && opts_.prefetcher) opts_.prefetcher->announce(this);
 }
 
+void AlignDevicesHook::may_run_soon(nn::Module&) {
+  if (opts_.offload && opts_.prefetcher) opts_.prefetcher->announce(this, /*guess=*/true);
+}
+
 nn::Args AlignDevicesHook::pre_forward(nn::Module& module, nn::Args args) {
   if (opts_.io_same_device) input_device_ = nn::find_device(args);
   const Device exec = opts_.execution_device.value_or(Device::cpu());

@@ -103,17 +103,18 @@ class CheckpointLoader {
     const bool safetensors = io::checkpoint_file_format(shard) == io::CheckpointFormat::Safetensors;
     io::StateDict sd = io::load_state_dict(shard);  // safetensors: zero-copy views; cast per tensor below
     std::vector<std::string> unexpected;
-    for (const auto& [name, t] : sd)
-      if (!model_keys_.count(name)) unexpected.push_back(name);
+    for (const auto& [key, t] : sd)
+      if (model_name(key).empty()) unexpected.push_back(key);
     if (o_.strict && !unexpected.empty())
       throw Error("checkpoint tensors not in the model: " + list_for_error(unexpected), shard.string(),
                   "is this checkpoint for this architecture? (strict loading)");
     result_.unexpected_keys.insert(result_.unexpected_keys.end(), unexpected.begin(), unexpected.end());
     progress_.tensors_in_shard = sd.size();
 
-    for (const auto& [name, value] : sd) {
-      if (!model_keys_.count(name)) continue;
-      place(name, value, shard, safetensors);
+    for (const auto& [key, value] : sd) {
+      const std::string name = model_name(key);
+      if (name.empty()) continue;
+      place(name, key, value, shard, safetensors);
       loaded_.insert(name);
       result_.bytes_read += value.nbytes();
       progress_.bytes_done += value.nbytes();
@@ -147,7 +148,17 @@ class CheckpointLoader {
  private:
   // Puts one tensor where the device map says: offloaded to disk (served from the shard or written to the offload
   // folder), parked in the state-dict folder, or set on its device.
-  void place(const std::string& name, const Tensor& value, const std::filesystem::path& shard, bool safetensors) {
+  // The model's name for checkpoint key `key` (itself, or with the base_model_prefix added); empty for none.
+  std::string model_name(const std::string& key) const {
+    if (model_keys_.count(key)) return key;
+    if (o_.base_model_prefix.empty()) return {};
+    std::string prefixed = o_.base_model_prefix + "." + key;
+    return model_keys_.count(prefixed) ? prefixed : std::string();
+  }
+
+  // `name` is the model's, `key` the checkpoint's (they differ by the base_model_prefix).
+  void place(const std::string& name, const std::string& key, const Tensor& value, const std::filesystem::path& shard,
+             bool safetensors) {
     const Device device = tensor_device(model_, o_.device_map, name);
     const auto [new_dtype, target] = tensor_dtypes(model_, name, value, o_);
     if (device.is_disk() && (o_.offload_buffers || !buffer_names_.count(name))) {
@@ -156,7 +167,7 @@ class CheckpointLoader {
         // Served from the checkpoint itself: nothing is copied (DESIGN.md, big_modeling 16).
         io::OffloadEntry e;
         e.safetensors_file = std::filesystem::absolute(shard).string();
-        e.weight_name = name;
+        e.weight_name = key;
         e.dtype = target;
         result_.offload_index[name] = std::move(e);
       } else {

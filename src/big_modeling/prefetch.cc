@@ -98,20 +98,29 @@ void Prefetcher::confirm_order() {
   confirmed_ = true;
 }
 
-void Prefetcher::announce(const void* id) {
+void Prefetcher::announce(const void* id, bool guess) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::size_t p = index_of(id);
     if (p == modules_.size()) return;
+    if (!guess) {  // what runs now is known: guesses not yet started were for it, and are stale
+      for (const Job& j : queue_)
+        if (j.guess)
+          if (const std::size_t g = index_of(j.id); g < modules_.size()) modules_[g].queued = false;
+      queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const Job& j) { return j.guess; }), queue_.end());
+    }
     Module& m = modules_[p];
     if (!m.announced) m.queued = false;  // a read ahead by position before: that forward may not have run it
     m.announced = true;
     seen_.erase(std::remove(seen_.begin(), seen_.end(), id), seen_.end());  // not part of the fixed order
     if (m.queued || m.names.empty()) return;
     m.queued = true;
-    // After the other announced jobs, before the look-ahead's: this module runs sooner than the next fixed ones.
-    auto at = std::find_if(queue_.begin(), queue_.end(), [](const Job& j) { return !j.announced; });
-    queue_.insert(at, Job{m.id, m.weights, m.names, true});
+    if (guess) {  // last: whatever is known to run goes first
+      queue_.push_back(Job{m.id, m.weights, m.names, true, true});
+    } else {  // after the other announced jobs, before the look-ahead's: it runs sooner than the next fixed ones
+      auto at = std::find_if(queue_.begin(), queue_.end(), [](const Job& j) { return !j.announced; });
+      queue_.insert(at, Job{m.id, m.weights, m.names, true});
+    }
   }
   wake_.notify_one();
 }

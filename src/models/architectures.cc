@@ -6,6 +6,8 @@
 
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
+#include "ferry/models/bloom.h"
+#include "ferry/models/gemma.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gpt_neox.h"
 #include "ferry/models/gptj.h"
@@ -101,6 +103,21 @@ constexpr NamePair kPhi3GgufBlocks[] = {
     {"ffn_norm", "post_attention_layernorm"}, {"ffn_up", "mlp.gate_up_proj"},     {"ffn_down", "mlp.down_proj"},
 };
 constexpr GgufTensorNames kPhi3GgufNames{kLlamaGgufGlobals, "model.layers", kPhi3GgufBlocks};
+// BLOOM (bloom): LayerNorms with biases, the embedding's own norm; query_key_value reordered as for gptneox.
+constexpr NamePair kBloomGgufGlobals[] = {
+    {"token_embd.weight", "transformer.word_embeddings.weight"},
+    {"token_embd_norm.weight", "transformer.word_embeddings_layernorm.weight"},
+    {"token_embd_norm.bias", "transformer.word_embeddings_layernorm.bias"},
+    {"output_norm.weight", "transformer.ln_f.weight"},
+    {"output_norm.bias", "transformer.ln_f.bias"},
+    {"output.weight", "lm_head.weight"},
+};
+constexpr NamePair kBloomGgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},        {"attn_qkv", "self_attention.query_key_value"},
+    {"attn_output", "self_attention.dense"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_up", "mlp.dense_h_to_4h"},         {"ffn_down", "mlp.dense_4h_to_h"},
+};
+constexpr GgufTensorNames kBloomGgufNames{kBloomGgufGlobals, "transformer.h", kBloomGgufBlocks};
 
 constexpr GgufArchitecture kGgufLlama{"llama", "LlamaForCausalLM", /*interleaved_qk_rows=*/true, &kLlamaGgufNames};
 constexpr GgufArchitecture kGgufMixtral{
@@ -115,13 +132,38 @@ constexpr GgufArchitecture kGgufQwen3Moe{"qwen3moe",          "Qwen3MoeForCausal
 constexpr GgufArchitecture kGgufGptNeoX{"gptneox", "GPTNeoXForCausalLM", /*interleaved_qk_rows=*/false,
                                         &kGptNeoXGgufNames};
 constexpr GgufArchitecture kGgufPhi3{"phi3", "Phi3ForCausalLM", /*interleaved_qk_rows=*/false, &kPhi3GgufNames};
+constexpr GgufArchitecture kGgufBloom{"bloom", "BloomForCausalLM", /*interleaved_qk_rows=*/false, &kBloomGgufNames};
+// Gemma 2 / Gemma 3 (gemma2, gemma3): four norms per layer, Gemma 3's q/k norms; the converter stores every norm
+// weight as 1 + w (gguf_config says so to GemmaRMSNorm) and drops lm_head (always tied).
+constexpr NamePair kGemmaGgufBlocks[] = {
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+constexpr GgufTensorNames kGemmaGgufNames{kLlamaGgufGlobals, "model.layers", kGemmaGgufBlocks};
+constexpr GgufArchitecture kGgufGemma2{"gemma2", "Gemma2ForCausalLM", /*interleaved_qk_rows=*/false, &kGemmaGgufNames};
+constexpr GgufArchitecture kGgufGemma3{"gemma3", "Gemma3ForCausalLM", /*interleaved_qk_rows=*/false, &kGemmaGgufNames};
 constexpr const GgufArchitecture* kGgufArchitectures[] = {&kGgufLlama,    &kGgufMixtral,  &kGgufQwen2,   &kGgufQwen3,
-                                                          &kGgufQwen2Moe, &kGgufQwen3Moe, &kGgufGptNeoX, &kGgufPhi3};
+                                                          &kGgufQwen2Moe, &kGgufQwen3Moe, &kGgufGptNeoX, &kGgufPhi3,
+                                                          &kGgufBloom,    &kGgufGemma2,   &kGgufGemma3};
 
 // ---- tied parameters --------------------------------------------------------------------------------------------
 
 constexpr TiedKey kLlamaTied[] = {{"lm_head.weight", "model.embed_tokens.weight"}};
+constexpr TiedKey kGemma3ConditionalTied[] = {
+    {"language_model.lm_head.weight", "language_model.model.embed_tokens.weight"}};
 constexpr TiedKey kGpt2Tied[] = {{"lm_head.weight", "transformer.wte.weight"}};
+constexpr TiedKey kBloomTied[] = {{"lm_head.weight", "transformer.word_embeddings.weight"}};
 // GPT-NeoX checkpoints name the head embed_out (transformers 5 renames it lm_head on load; ferry keeps the key).
 constexpr TiedKey kGptNeoXTied[] = {{"embed_out.weight", "gpt_neox.embed_in.weight"}};
 constexpr TiedKey kOptTied[] = {{"lm_head.weight", "model.decoder.embed_tokens.weight"}};
@@ -136,10 +178,16 @@ std::shared_ptr<LanguageModel> build_llama(const ConfigJson& c, DType d) {
   return make_llama_family(c, V, d);
 }
 std::shared_ptr<LanguageModel> build_gpt2(const ConfigJson& c, DType d) { return make_gpt2(c, d); }
+std::shared_ptr<LanguageModel> build_bloom(const ConfigJson& c, DType d) { return make_bloom(c, d); }
 std::shared_ptr<LanguageModel> build_gptj(const ConfigJson& c, DType d) { return make_gptj(c, d); }
 std::shared_ptr<LanguageModel> build_gpt_neox(const ConfigJson& c, DType d) { return make_gpt_neox(c, d); }
 std::shared_ptr<LanguageModel> build_opt(const ConfigJson& c, DType d) { return make_opt(c, d); }
 std::shared_ptr<LanguageModel> build_phi3(const ConfigJson& c, DType d) { return make_phi3(c, d); }
+std::shared_ptr<LanguageModel> build_gemma2(const ConfigJson& c, DType d) { return make_gemma2(c, d); }
+std::shared_ptr<LanguageModel> build_gemma3(const ConfigJson& c, DType d) { return make_gemma3(c, d); }
+std::shared_ptr<LanguageModel> build_gemma3_conditional(const ConfigJson& c, DType d) {
+  return make_gemma3_conditional(c, d);
+}
 std::shared_ptr<LanguageModel> build_t5(const ConfigJson& c, DType d) { return make_t5(c, d); }
 
 const Architecture kArchitectures[] = {
@@ -185,6 +233,12 @@ const Architecture kArchitectures[] = {
      .no_split_module = "Qwen3MoeDecoderLayer",
      .tied_keys = kLlamaTied,
      .gguf = &kGgufQwen3Moe},
+    {.name = "BloomForCausalLM",
+     .model_type = "bloom",
+     .build = build_bloom,
+     .no_split_module = "BloomBlock",
+     .tied_keys = kBloomTied,
+     .gguf = &kGgufBloom},
     {.name = "GPT2LMHeadModel",
      .model_type = "gpt2",
      .build = build_gpt2,
@@ -212,6 +266,23 @@ const Architecture kArchitectures[] = {
      .no_split_module = "Phi3DecoderLayer",
      .tied_keys = kLlamaTied,
      .gguf = &kGgufPhi3},
+    {.name = "Gemma2ForCausalLM",
+     .model_type = "gemma2",
+     .build = build_gemma2,
+     .no_split_module = "Gemma2DecoderLayer",
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufGemma2},
+    {.name = "Gemma3ForCausalLM",
+     .model_type = "gemma3_text",
+     .build = build_gemma3,
+     .no_split_module = "Gemma3DecoderLayer",
+     .tied_keys = kLlamaTied,
+     .gguf = &kGgufGemma3},
+    {.name = "Gemma3ForConditionalGeneration",  // text only (gemma.h)
+     .model_type = "gemma3",
+     .build = build_gemma3_conditional,
+     .no_split_module = "Gemma3DecoderLayer",
+     .tied_keys = kGemma3ConditionalTied},
     {.name = "T5ForConditionalGeneration",
      .model_type = "t5",
      .encoder_decoder = true,

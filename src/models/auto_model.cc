@@ -103,8 +103,8 @@ std::shared_ptr<ExpertCache> expert_cache_for(const LanguageModel& model, const 
   return cache;
 }
 
-OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& folder,
-                                const FromPretrainedOptions& options, DType dtype) {
+OffloadIo load_and_dispatch(LanguageModel& model, const std::string& base_model_prefix,
+                            const std::filesystem::path& folder, const FromPretrainedOptions& options, DType dtype) {
   const LanguageModelInfo& info = model.model_info();
   DeviceMap map;
   OffloadIoChoice io;
@@ -127,6 +127,7 @@ OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& f
   if (!options.offload_folder.empty()) load.offload_folder = options.offload_folder;
   load.dtype = dtype;
   load.offload_state_dict = options.offload_state_dict.value_or(has_disk);
+  load.base_model_prefix = base_model_prefix;  // checkpoints of the bare base model (bigscience's BLOOM, "gpt2")
   load.on_progress = options.on_progress;
   const LoadCheckpointResult loaded = load_checkpoint_in_model(model, folder, load);
   const std::vector<std::string> missing = truly_missing(model, loaded.missing_keys);
@@ -151,7 +152,7 @@ OffloadIo load_and_dispatch(LanguageModel& model, const std::filesystem::path& f
   if (info.experts.num_experts > 0) dispatch.preload_module_classes = {info.experts.expert_class};
   dispatch.expert_cache = expert_cache_for(model, map, options, dtype, io.staging_bytes);
   dispatch_model(model, map, dispatch);
-  if (has_disk && info.experts.num_experts > 0) set_expert_guessing(model, options.guess_experts);
+  if (has_disk && info.experts.num_experts > 0) set_expert_guessing(model, true, options.guess_experts);
   model.set_hf_device_map(std::move(map));
   return options.staged_reader && has_disk ? OffloadIo::Direct : io.io;
 }
@@ -237,7 +238,7 @@ std::shared_ptr<CausalLM> from_gguf(const std::filesystem::path& path, const Fro
   if (model->info().experts.num_experts > 0) dispatch.preload_module_classes = {model->info().experts.expert_class};
   dispatch.expert_cache = expert_cache_for(*model, map, options, std::nullopt, io.staging_bytes);
   dispatch_model(*model, map, dispatch);
-  if (has_disk && model->info().experts.num_experts > 0) set_expert_guessing(*model, options.guess_experts);
+  if (has_disk && model->info().experts.num_experts > 0) set_expert_guessing(*model, true, options.guess_experts);
   model->set_hf_device_map(std::move(map));
   // cpu-placed weights: views of the file, or copies the kernel cannot drop when RAM is short (as for folders).
   const bool direct = has_disk && (options.staged_reader || io.io == OffloadIo::Direct);
@@ -256,7 +257,7 @@ void finish_loading(LanguageModel& model, const std::string& base_model_prefix,
     detail::load_resident_weights(model, base_model_prefix, files, options.on_progress);
     model.set_hf_device_map(DeviceMap{{"", Device::cpu()}});
   } else {
-    disk_io = load_and_dispatch(model, folder, options, dtype);
+    disk_io = load_and_dispatch(model, base_model_prefix, folder, options, dtype);
   }
   // cpu-placed weights: views of the checkpoint, or copies the kernel cannot drop when RAM is short.
   if (!options.use_mmap.value_or(disk_io != OffloadIo::Direct)) copy_mapped_weights(model);

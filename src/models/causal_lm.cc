@@ -3,6 +3,7 @@
 #include "ferry/models/causal_lm.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "ferry/core/error.h"
@@ -136,6 +137,25 @@ int64_t logits_to_keep_arg(const nn::Args& args, std::string_view where) {
   return n;
 }
 
+CausalLMInfo model_layers_info(std::string architecture, std::string model_type, std::string block_class,
+                               const DecoderSizes& s) {
+  CausalLMInfo i;
+  i.architecture = std::move(architecture);
+  i.model_type = std::move(model_type);
+  i.block_class = std::move(block_class);
+  i.base_model_prefix = "model";
+  i.layers_prefix = "model.layers";
+  i.vocab_size = s.vocab_size;
+  i.hidden_size = s.hidden_size;
+  i.num_cached_layers = s.num_hidden_layers;
+  i.num_attention_heads = s.num_attention_heads;
+  i.num_key_value_heads = s.num_key_value_heads;
+  i.head_dim = s.head_dim;
+  i.max_position_embeddings = s.max_position_embeddings;
+  i.tie_word_embeddings = s.tie_word_embeddings;
+  return i;
+}
+
 nn::Value forward_through_head(nn::Module& body, nn::Module& head, const nn::Args& args, std::string_view where) {
   const int64_t logits_to_keep = logits_to_keep_arg(args, where);
   nn::Value out = body(args);
@@ -179,6 +199,13 @@ const Tensor& required_tensor_kwarg(const nn::Args& args, std::string_view name,
     throw Error("forward needs the tensor argument \"" + std::string(name) + "\"", std::string(where),
                 "Call the decoder layers through their model's forward, which supplies it.");
   return v->tensor();
+}
+
+std::shared_ptr<nn::Linear> register_lm_head(nn::Module& owner, const nn::Module& embedding, int64_t in_features,
+                                             int64_t vocab_size, bool tied, DType dtype, bool bias) {
+  auto head = owner.register_module("lm_head", std::make_shared<nn::Linear>(in_features, vocab_size, bias, dtype));
+  if (tied) head->register_parameter("weight", embedding.parameter_slot("weight"));
+  return head;
 }
 
 }  // namespace ferry::models

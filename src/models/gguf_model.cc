@@ -164,12 +164,61 @@ void read_phi3(const io::GgufFile& f, const GgufArchitecture&, const std::string
   }
 }
 
+// BLOOM (bloom): LayerNorms with biases, ALiBi (no rope keys); query_key_value reordered to q | k | v blocks as for
+// gptneox (fused_qkv_blocks). The converter writes context_length = n_embed when the config has no seq_length:
+// BLOOM has no context limit of its own, so it is not read.
+void read_bloom(const io::GgufFile& f, const GgufArchitecture&, const std::string& p, nlohmann::json& c) {
+  if (auto eps = f.get_float(p + "attention.layer_norm_epsilon")) c["layer_norm_epsilon"] = *eps;
+  if (c["num_key_value_heads"] != c["num_attention_heads"])
+    unsupported(f, p + "attention.head_count_kv", "must equal attention.head_count for bloom",
+                "the file is damaged or not a BLOOM model");
+  c["fused_qkv_blocks"] = true;
+}
+
+// Gemma 2 / Gemma 3 (gemma2, gemma3), as llama.cpp reads them (llama-model.cpp): head_dim from key_length; the
+// converter stores every norm weight as 1 + w (norm_weights_include_one, a ferry extension GemmaRMSNorm reads).
+// What the files do not hold is llama.cpp's own: attention scaled by 1/√head_dim, except the 27B models (46 layers
+// for gemma2, 62 for gemma3) by 1/√(hidden / heads); gemma2 alternates sliding and global layers, gemma3 has every
+// sixth global, its sliding layers rotating with base 10000 unscaled and its global ones with rope.freq_base and the
+// linear rope.scaling.factor.
+void read_gemma(const io::GgufFile& f, const GgufArchitecture& g, const std::string& p, nlohmann::json& c) {
+  const bool gemma3 = g.name == "gemma3";
+  const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], layers = c["num_hidden_layers"];
+  if (auto eps = f.get_float(p + "attention.layer_norm_rms_epsilon")) c["rms_norm_eps"] = *eps;
+  const int64_t head_dim = f.get_int(p + "attention.key_length").value_or(256);
+  c["head_dim"] = head_dim;
+  c["query_pre_attn_scalar"] = layers == (gemma3 ? 62 : 46) ? hidden / heads : head_dim;
+  c["sliding_window"] = f.get_int(p + "attention.sliding_window").value_or(4096);
+  c["norm_weights_include_one"] = true;
+  if (!gemma3) {
+    const double base = f.get_float(p + "rope.freq_base").value_or(10000.0);
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", base}};
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+      c[key] = f.get_float(p + key).has_value() ? nlohmann::json(*f.get_float(p + key)) : nlohmann::json(nullptr);
+    return;
+  }
+  c["sliding_window_pattern"] = 6;
+  nlohmann::json global = {{"rope_type", "default"}, {"rope_theta", f.get_float(p + "rope.freq_base").value_or(1e6)}};
+  if (auto type = f.get_string(p + "rope.scaling.type"); type && *type != "none") {
+    if (*type != "linear")
+      unsupported(f, p + "rope.scaling.type", "rope scaling \"" + *type + "\" is not supported for gemma3",
+                  "use the Hugging Face folder instead");
+    global["rope_type"] = "linear";
+    global["factor"] = f.get_float(p + "rope.scaling.factor").value_or(1.0);
+  }
+  c["rope_parameters"] = {{"full_attention", global},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+}
+
 using FamilyReader = void (*)(const io::GgufFile&, const GgufArchitecture&, const std::string&, nlohmann::json&);
 
 // The config keys each llama.cpp architecture records its own way; the rest read as the llama family's.
 FamilyReader family_reader(std::string_view arch) {
   static const std::unordered_map<std::string_view, FamilyReader> readers = {{"gptneox", read_gpt_neox},
-                                                                             {"phi3", read_phi3}};
+                                                                             {"phi3", read_phi3},
+                                                                             {"bloom", read_bloom},
+                                                                             {"gemma2", read_gemma},
+                                                                             {"gemma3", read_gemma}};
   const auto it = readers.find(arch);
   return it == readers.end() ? read_llama_family : it->second;
 }

@@ -48,6 +48,9 @@ std::optional<std::vector<std::string>> pre_tokenizer_regexes(const std::string&
     return std::vector<std::string>{R"(\p{N})", gpt2};
   if (pre == "llama-bpe" || pre == "llama3" || pre == "dbrx" || pre == "smaug-bpe") return std::vector<std::string>{llama3};
   if (pre == "qwen2" || pre == "stablelm2" || pre == "hunyuan") return std::vector<std::string>{qwen2};
+  // BLOOM's split (its tokenizer.json's Oniguruma class [^(\s|[.,!?…。，、।۔،])] spelled flat: the same set).
+  if (pre == "bloom" || pre == "poro-chat" || pre == "gpt3-finnish")
+    return std::vector<std::string>{R"( ?[^(\s|.,!?…。，、।۔،)]+)"};
   return std::nullopt;
 }
 

@@ -164,8 +164,7 @@ CausalLMInfo gpt2_info(const GPT2Config& c) {
 
 GPT2LMHeadModel::GPT2LMHeadModel(const GPT2Config& c, DType dtype) : CausalLM(gpt2_info(c)), config_(c) {
   transformer = register_module("transformer", std::make_shared<GPT2Model>(c, dtype));
-  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, false, dtype));
-  if (c.tie_word_embeddings) lm_head->register_parameter("weight", transformer->wte->parameter_slot("weight"));
+  lm_head = register_lm_head(*this, *transformer->wte, c.n_embd, c.vocab_size, c.tie_word_embeddings, dtype);
 }
 
 // causal_lm.h's forward contract.

@@ -140,14 +140,8 @@ nn::Value GPTNeoXAttention::forward(const nn::Args& args) {
 
   // query_key_value's output [T, 3C] is [T, H, 3, D]: each head's q, k and v side by side (transformers' view to
   // [T, H, 3D] and chunk(3, dim=-1)); or [T, 3, H, D] for llama.cpp's files (fused_qkv_blocks).
-  const int64_t c = num_heads_ * d;
-  std::vector<Tensor> parts = fused_qkv_blocks_
-                                  ? nn::split_last_dim((*query_key_value)(x), {c, c, c})
-                                  : nn::split_last_dim((*query_key_value)(x).reshape({t * num_heads_, 3 * d}),
-                                                       {d, d, d});
-  Tensor q = parts[0].reshape({t, num_heads_, d});
-  Tensor k = parts[1].reshape({t, num_heads_, d});
-  Tensor v = parts[2].reshape({t, num_heads_, d});
+  std::vector<Tensor> parts = nn::split_fused_qkv((*query_key_value)(x), num_heads_, d, fused_qkv_blocks_);
+  Tensor &q = parts[0], &k = parts[1], &v = parts[2];
   // Only the first R = 2 · inv_freq.size dims of each head rotate, as (i, i + R/2) pairs (rotate_half).
   ops::apply_rotary_(q, position_ids, inv_freq, ops::RopeLayout::RotateHalf);
   ops::apply_rotary_(k, position_ids, inv_freq, ops::RopeLayout::RotateHalf);

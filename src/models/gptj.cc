@@ -164,8 +164,8 @@ CausalLMInfo gptj_info(const GPTJConfig& c) {
 
 GPTJForCausalLM::GPTJForCausalLM(const GPTJConfig& c, DType dtype) : CausalLM(gptj_info(c)), config_(c) {
   transformer = register_module("transformer", std::make_shared<GPTJModel>(c, dtype));
-  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, true, dtype));
-  if (c.tie_word_embeddings) lm_head->register_parameter("weight", transformer->wte->parameter_slot("weight"));
+  lm_head = register_lm_head(*this, *transformer->wte, c.n_embd, c.vocab_size, c.tie_word_embeddings, dtype,
+                             /*bias=*/true);
 }
 
 // causal_lm.h's forward contract.

@@ -139,13 +139,21 @@ std::shared_ptr<KvCacheBatch> batch_from_args(const nn::Args& args) {
   return v->object().get<KvCacheBatch>();
 }
 
-Tensor cached_attention(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q,
-                        const Tensor& k, const Tensor& v, float scale, int64_t sliding_window) {
+Tensor cached_attention(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q, const Tensor& k,
+                        const Tensor& v, float scale, int64_t sliding_window, float softcap) {
+  return cached_attention_with(args, where, layer, q, k, v,
+                               [&](const Tensor& qs, const Tensor& keys, const Tensor& values, int64_t q_offset) {
+                                 return ops::attention(qs, keys, values, q_offset, scale, sliding_window, softcap);
+                               });
+}
+
+Tensor cached_attention_with(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const AttendFn& attend) {
   const auto batch = batch_from_args(args);
   if (!batch) {
     // keys, values: [S, Hkv, D]; the new queries sit at cache positions S - T .. S - 1.
     auto [keys, values] = cache_from_args(args, where)->update(layer, k, v);
-    return ops::attention(q, keys, values, keys.size(0) - q.size(0), scale, sliding_window);
+    return attend(q, keys, values, keys.size(0) - q.size(0));
   }
   const int64_t t = q.size(0);
   if (batch->total_tokens() != t)
@@ -154,13 +162,13 @@ Tensor cached_attention(const nn::Args& args, std::string_view where, int64_t la
                 std::string(where), "Build the KvCacheBatch from the same sequences as input_ids.");
   if (batch->size() == 1) {
     auto [keys, values] = (*batch)[0].cache->update(layer, k, v);
-    return ops::attention(q, keys, values, keys.size(0) - t, scale, sliding_window);
+    return attend(q, keys, values, keys.size(0) - t);
   }
   Tensor out;
   for (int64_t i = 0; i < batch->size(); ++i) {
     const int64_t a = batch->offset(i), b = a + (*batch)[i].tokens;
     auto [keys, values] = (*batch)[i].cache->update(layer, k.slice(a, b), v.slice(a, b));
-    Tensor o = ops::attention(q.slice(a, b), keys, values, keys.size(0) - (b - a), scale, sliding_window);
+    Tensor o = attend(q.slice(a, b), keys, values, keys.size(0) - (b - a));
     if (!out.defined()) out = Tensor::empty({t, o.size(1), o.size(2)}, DType::F32, o.device());
     out.slice(a, b).copy_from(o);
   }

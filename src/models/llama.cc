@@ -342,20 +342,10 @@ nn::Value LlamaModel::forward(const nn::Args& args) {
 namespace {
 
 CausalLMInfo llama_info(const LlamaConfig& c) {
-  CausalLMInfo i;
-  i.architecture = c.architecture;
-  i.model_type = c.model_type;
-  i.block_class = c.class_prefix + "DecoderLayer";
-  i.base_model_prefix = "model";
-  i.layers_prefix = "model.layers";
-  i.vocab_size = c.vocab_size;
-  i.hidden_size = c.hidden_size;
-  i.num_cached_layers = c.num_hidden_layers;
-  i.num_attention_heads = c.num_attention_heads;
-  i.num_key_value_heads = c.num_key_value_heads;
-  i.head_dim = c.head_dim;
-  i.max_position_embeddings = c.max_position_embeddings;
-  i.tie_word_embeddings = c.tie_word_embeddings;
+  CausalLMInfo i = model_layers_info(c.architecture, c.model_type, c.class_prefix + "DecoderLayer",
+                                     {c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+                                      c.num_key_value_heads, c.head_dim, c.max_position_embeddings,
+                                      c.tie_word_embeddings});
   if (c.moe.num_experts > 0) {
     i.experts.num_experts = c.moe.num_experts;
     i.experts.experts_per_token = c.moe.top_k;
@@ -370,8 +360,7 @@ CausalLMInfo llama_info(const LlamaConfig& c) {
 
 LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& c, DType dtype) : CausalLM(llama_info(c)), config_(c) {
   model = register_module("model", std::make_shared<LlamaModel>(c, dtype));
-  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, dtype));
-  if (c.tie_word_embeddings) lm_head->register_parameter("weight", model->embed_tokens->parameter_slot("weight"));
+  lm_head = register_lm_head(*this, *model->embed_tokens, c.hidden_size, c.vocab_size, c.tie_word_embeddings, dtype);
 }
 
 // causal_lm.h's forward contract.

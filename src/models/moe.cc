@@ -155,15 +155,15 @@ void SparseMoeBlock::guess_next(const Tensor& x) {
   for (int32_t e : ids) ahead.push_back(&(*next_->experts)[static_cast<std::size_t>(e)]);
   next_->guessed_ = std::move(ids);
   next_->use_.guessed += ahead.size();
-  nn::announce_will_run(ahead);
+  if (read_ahead_) nn::announce_may_run(ahead);
 }
 
-void set_expert_guessing(nn::Module& model, bool on) {
+void set_expert_guessing(nn::Module& model, bool on, bool read_ahead) {
   SparseMoeBlock* previous = nullptr;
   for (const auto& named : model.named_modules()) {
     auto* block = dynamic_cast<SparseMoeBlock*>(named.module);
     if (block == nullptr) continue;
-    if (previous != nullptr) previous->set_next(on ? block : nullptr);
+    if (previous != nullptr) previous->set_next(on ? block : nullptr, read_ahead);
     block->set_next(nullptr);
     previous = block;
   }

@@ -190,9 +190,8 @@ CausalLMInfo opt_info(const OPTConfig& c) {
 
 OPTForCausalLM::OPTForCausalLM(const OPTConfig& c, DType dtype) : CausalLM(opt_info(c)), config_(c) {
   model = register_module("model", std::make_shared<OPTModel>(c, dtype));
-  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.word_embed_proj_dim, c.vocab_size, false, dtype));
-  if (c.tie_word_embeddings)
-    lm_head->register_parameter("weight", model->decoder->embed_tokens->parameter_slot("weight"));
+  lm_head = register_lm_head(*this, *model->decoder->embed_tokens, c.word_embed_proj_dim, c.vocab_size,
+                             c.tie_word_embeddings, dtype);
 }
 
 // causal_lm.h's forward contract.

@@ -284,29 +284,16 @@ nn::Value Phi3Model::forward(const nn::Args& args) {
 namespace {
 
 CausalLMInfo phi3_info(const Phi3Config& c) {
-  CausalLMInfo i;
-  i.architecture = "Phi3ForCausalLM";
-  i.model_type = "phi3";
-  i.block_class = "Phi3DecoderLayer";
-  i.base_model_prefix = "model";
-  i.layers_prefix = "model.layers";
-  i.vocab_size = c.vocab_size;
-  i.hidden_size = c.hidden_size;
-  i.num_cached_layers = c.num_hidden_layers;
-  i.num_attention_heads = c.num_attention_heads;
-  i.num_key_value_heads = c.num_key_value_heads;
-  i.head_dim = c.head_dim;
-  i.max_position_embeddings = c.max_position_embeddings;
-  i.tie_word_embeddings = c.tie_word_embeddings;
-  return i;
+  return model_layers_info("Phi3ForCausalLM", "phi3", "Phi3DecoderLayer",
+                           {c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+                            c.num_key_value_heads, c.head_dim, c.max_position_embeddings, c.tie_word_embeddings});
 }
 
 }  // namespace
 
 Phi3ForCausalLM::Phi3ForCausalLM(const Phi3Config& c, DType dtype) : CausalLM(phi3_info(c)), config_(c) {
   model = register_module("model", std::make_shared<Phi3Model>(c, dtype));
-  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, dtype));
-  if (c.tie_word_embeddings) lm_head->register_parameter("weight", model->embed_tokens->parameter_slot("weight"));
+  lm_head = register_lm_head(*this, *model->embed_tokens, c.hidden_size, c.vocab_size, c.tie_word_embeddings, dtype);
 }
 
 // causal_lm.h's forward contract.

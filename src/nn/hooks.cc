@@ -40,9 +40,18 @@ void SequentialHook::will_run_soon(Module& module) {
   for (auto& h : hooks_) h->will_run_soon(module);
 }
 
+void SequentialHook::may_run_soon(Module& module) {
+  for (auto& h : hooks_) h->may_run_soon(module);
+}
+
 void announce_will_run(std::span<Module* const> modules) {
   for (Module* m : modules)
     if (m != nullptr && m->hook()) m->hook()->will_run_soon(*m);
+}
+
+void announce_may_run(std::span<Module* const> modules) {
+  for (Module* m : modules)
+    if (m != nullptr && m->hook()) m->hook()->may_run_soon(*m);
 }
 
 std::string SequentialHook::describe() const {

@@ -43,4 +43,18 @@ std::vector<Tensor> split_last_dim(const Tensor& x, const std::vector<int64_t>& 
   return out;
 }
 
+std::vector<Tensor> split_fused_qkv(const Tensor& qkv, int64_t heads, int64_t head_dim, bool blocks) {
+  const int64_t c = heads * head_dim;
+  if (qkv.dim() != 2 || qkv.size(1) != 3 * c)
+    throw Error("expects [T, 3 · " + std::to_string(heads) + " heads · " + std::to_string(head_dim) + "], got " +
+                    shape_str(qkv.shape()),
+                "split_fused_qkv");
+  const int64_t t = qkv.size(0);
+  std::vector<Tensor> parts = blocks ? split_last_dim(qkv, {c, c, c})
+                                     : split_last_dim(qkv.reshape({t * heads, 3 * head_dim}),
+                                                      {head_dim, head_dim, head_dim});
+  for (Tensor& p : parts) p = p.reshape({t, heads, head_dim});
+  return parts;
+}
+
 }  // namespace ferry::nn

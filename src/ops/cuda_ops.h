@@ -33,6 +33,7 @@ Tensor scale(const Tensor& x, float s);
 enum class Activation { Silu, Gelu, GeluTanh, Relu };
 Tensor activation(const Tensor& x, Activation act);
 Tensor silu_mul(const Tensor& gate, const Tensor& up);
+Tensor softcap(const Tensor& x, float cap);
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
@@ -45,7 +46,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor argmax(const Tensor& x);
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
-                 int64_t sliding_window);
+                 int64_t sliding_window, float softcap);
 Tensor attention_with_bias(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, int64_t q_offset,
                            bool causal, float scale);
 

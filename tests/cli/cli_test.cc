@@ -596,17 +596,18 @@ TEST_F(FerryCli, MixtureOfExpertsFlagsPlanAndGenerate) {
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_CONTAINS(text.err, "expert cache 1.00 MiB (LRU");
   EXPECT_CONTAINS(text.err, "per token read for missed experts");
-  EXPECT_CONTAINS(text.err, "guessed a layer ahead");
-  // Each layer guesses the next one's experts (on by default); off reads only what is routed. Same ids either way.
+  EXPECT_CONTAINS(text.err, "the next layer's router guessed");
+  // Each layer guesses the next one's experts and counts how many are routed; --guess-experts on also reads the
+  // guesses ahead. Same ids either way.
   EXPECT_GT(j["disk_io"]["expert_cache"]["guessed"].get<int>(), 0);
   EXPECT_LE(j["disk_io"]["expert_cache"]["guessed_routed"].get<int>(),
             j["disk_io"]["expert_cache"]["guessed"].get<int>());
   EXPECT_GT(j["disk_io"]["expert_cache"]["routed"].get<int>(), 0);
-  CliRun unguessed = ferry(gen + offload + " --expert-cache 0 --guess-experts off");
-  ASSERT_EQ(unguessed.code, 0) << unguessed.err;
-  j = nlohmann::json::parse(unguessed.out);
+  CliRun guessed = ferry(gen + offload + " --expert-cache 0 --guess-experts on");
+  ASSERT_EQ(guessed.code, 0) << guessed.err;
+  j = nlohmann::json::parse(guessed.out);
   EXPECT_EQ(j["generated_ids"], want);
-  EXPECT_EQ(j["disk_io"]["expert_cache"]["guessed"], 0);
+  EXPECT_GT(j["disk_io"]["expert_cache"]["guessed"].get<int>(), 0);
 
   CliRun dense = ferry("plan " + model_.string() + " --experts disk");
   EXPECT_NE(dense.code, 0);

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "ferry/core/error.h"
 #include "ferry/models/auto_model.h"
+#include "ferry/models/bloom.h"
+#include "ferry/models/gemma.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gpt_neox.h"
 #include "ferry/models/gptj.h"
@@ -291,6 +294,90 @@ TEST(Phi3Architecture, KeysShapesAndClassNamesAreTransformers) {
   EXPECT_THAT(nn::find_tied_parameters(*tied), ElementsAre(ElementsAre("lm_head.weight", "model.embed_tokens.weight")));
 }
 
+// Gemma 2 / Gemma 3: transformers' state_dict order (the four norms of a layer after its MLP; Gemma 3's q_norm and
+// k_norm after o_proj), head_dim 8 ≠ hidden / heads, the scaled embedding's buffer and the RoPE tables: one for
+// Gemma 2, one pair per layer type for Gemma 3, with its global table linearly scaled.
+std::vector<std::string> gemma_keys(int layers, bool qk_norm) {
+  std::vector<std::string> k = {"model.embed_tokens.weight"};
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* n : {"q_proj", "k_proj", "v_proj", "o_proj"}) k.push_back(p + "self_attn." + n + ".weight");
+    if (qk_norm) k.insert(k.end(), {p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"});
+    for (const char* n : {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm",
+                          "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+      k.push_back(p + n + ".weight");
+  }
+  k.insert(k.end(), {"model.norm.weight", "lm_head.weight"});
+  return k;
+}
+
+TEST(GemmaArchitecture, Gemma2KeysShapesAndClassNamesAreTransformers) {
+  auto model = build_empty(test::tiny_gemma2_config());
+  EXPECT_EQ(model->type_name(), "Gemma2ForCausalLM");
+  EXPECT_THAT(keys(*model), ElementsAreArray(gemma_keys(3, false)));
+  // 4 query heads and 2 kv heads of 8 over hidden 32; intermediate 48.
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.0.self_attn.q_proj.weight"), (Shape{32, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.0.self_attn.k_proj.weight"), (Shape{16, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.0.self_attn.o_proj.weight"), (Shape{32, 32}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.2.mlp.down_proj.weight"), (Shape{32, 48}));
+  EXPECT_EQ(type_at(*model, "model"), "Gemma2Model");
+  EXPECT_EQ(type_at(*model, "model.embed_tokens"), "Gemma2TextScaledWordEmbedding");
+  EXPECT_EQ(type_at(*model, "model.layers.1"), "Gemma2DecoderLayer");
+  EXPECT_EQ(type_at(*model, "model.layers.1.self_attn"), "Gemma2Attention");
+  EXPECT_EQ(type_at(*model, "model.layers.1.mlp"), "Gemma2MLP");
+  EXPECT_EQ(type_at(*model, "model.layers.1.pre_feedforward_layernorm"), "Gemma2RMSNorm");
+  EXPECT_EQ(type_at(*model, "model.norm"), "Gemma2RMSNorm");
+  EXPECT_EQ(type_at(*model, "model.rotary_emb"), "Gemma2RotaryEmbedding");
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.rotary_emb.inv_freq"), (Shape{4}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.rotary_emb.original_inv_freq"), (Shape{4}));
+  // embed_scale: a non-persistent scalar buffer holding √32, as transformers registers it.
+  const Tensor scale = nn::get_module_tensor(*model, "model.embed_tokens.embed_scale");
+  EXPECT_EQ(scale.shape(), Shape{});
+  EXPECT_FLOAT_EQ(scale.to_vector<float>()[0], std::sqrt(32.0f));
+  EXPECT_EQ(model->info().block_class, "Gemma2DecoderLayer");
+  EXPECT_EQ(model->info().head_dim, 8);
+  // Gemma2Config ties the head by default.
+  EXPECT_THAT(nn::find_tied_parameters(*model),
+              ElementsAre(ElementsAre("lm_head.weight", "model.embed_tokens.weight")));
+}
+
+TEST(GemmaArchitecture, Gemma3KeysShapesAndClassNamesAreTransformers) {
+  auto model = build_empty(test::tiny_gemma3_config());
+  EXPECT_EQ(model->type_name(), "Gemma3ForCausalLM");
+  EXPECT_THAT(keys(*model), ElementsAreArray(gemma_keys(3, true)));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.0.self_attn.q_norm.weight"), (Shape{8}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "model.layers.0.self_attn.k_norm.weight"), (Shape{8}));
+  EXPECT_EQ(type_at(*model, "model"), "Gemma3TextModel");
+  EXPECT_EQ(type_at(*model, "model.embed_tokens"), "Gemma3TextScaledWordEmbedding");
+  EXPECT_EQ(type_at(*model, "model.layers.0"), "Gemma3DecoderLayer");
+  EXPECT_EQ(type_at(*model, "model.layers.0.self_attn"), "Gemma3Attention");
+  EXPECT_EQ(type_at(*model, "model.layers.0.self_attn.q_norm"), "Gemma3RMSNorm");
+  EXPECT_EQ(type_at(*model, "model.layers.0.mlp"), "Gemma3MLP");
+  EXPECT_EQ(type_at(*model, "model.rotary_emb"), "Gemma3RotaryEmbedding");
+  // Buffers per layer type, sorted as transformers' sorted(set(layer_types)).
+  std::vector<std::string> buffers;
+  for (const auto& [name, t] : model->get_submodule("model.rotary_emb").named_buffers()) buffers.push_back(name);
+  EXPECT_THAT(buffers, ElementsAre("full_attention_inv_freq", "full_attention_original_inv_freq",
+                                   "sliding_attention_inv_freq", "sliding_attention_original_inv_freq"));
+  // Global: 1 / (1e6^(2i/8) · 8) (linear factor 8); local: 1 / 1e4^(2i/8).
+  const std::vector<float> global =
+      nn::get_module_tensor(*model, "model.rotary_emb.full_attention_inv_freq").to_vector<float>();
+  const std::vector<float> local =
+      nn::get_module_tensor(*model, "model.rotary_emb.sliding_attention_inv_freq").to_vector<float>();
+  ASSERT_EQ(global.size(), 4u);
+  ASSERT_EQ(local.size(), 4u);
+  EXPECT_FLOAT_EQ(global[0], 1.0f / 8);
+  EXPECT_FLOAT_EQ(global[1], 1.0f / (std::pow(1e6f, 0.25f) * 8));
+  EXPECT_FLOAT_EQ(local[1], 1.0f / std::pow(1e4f, 0.25f));
+  EXPECT_EQ(model->info().block_class, "Gemma3DecoderLayer");
+  EXPECT_TRUE(nn::find_tied_parameters(*model).empty());
+  // bf16 weights: the normaliser as transformers casts it, √32 = 5.657 → 5.65625.
+  auto bf16 = build_empty(test::tiny_gemma3_config(), DType::BF16);
+  const auto& embed = dynamic_cast<const GemmaScaledWordEmbedding&>(bf16->get_submodule("model.embed_tokens"));
+  EXPECT_EQ(embed.embed_scale(), 5.65625f);
+  EXPECT_EQ(nn::get_module_tensor(*bf16, "model.embed_tokens.embed_scale").dtype(), DType::BF16);
+}
+
 // OPT: transformers' OPTForCausalLM state_dict order (the decoder's final_layer_norm before its layers), positions
 // table N + 2 rows, tied lm_head.
 TEST(OPTArchitecture, KeysShapesAndClassNamesAreTransformers) {
@@ -341,6 +428,71 @@ TEST(OPTArchitecture, KeysShapesAndClassNamesAreTransformers) {
   EXPECT_EQ(get_module_tensor_shape(*m350, "model.decoder.project_in.weight"), (Shape{32, 16}));
   EXPECT_EQ(get_module_tensor_shape(*m350, "lm_head.weight"), (Shape{96, 16}));
   EXPECT_TRUE(nn::find_tied_parameters(*m350).empty());
+}
+
+// BLOOM: transformers' BloomForCausalLM state_dict order (word_embeddings_layernorm right after the embedding), biases
+// on every Linear and LayerNorm, query_key_value 3C rows, a 4C-wide MLP, lm_head tied to word_embeddings.
+TEST(BloomArchitecture, KeysShapesAndClassNamesAreTransformers) {
+  auto model = build_empty(test::tiny_bloom_config());
+  EXPECT_EQ(model->type_name(), "BloomForCausalLM");
+  std::vector<std::string> want = {"transformer.word_embeddings.weight", "transformer.word_embeddings_layernorm.weight",
+                                   "transformer.word_embeddings_layernorm.bias"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "transformer.h." + std::to_string(i) + ".";
+    for (const char* n : {"input_layernorm", "self_attention.query_key_value", "self_attention.dense",
+                          "post_attention_layernorm", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"})
+      for (const char* kind : {".weight", ".bias"}) want.push_back(p + n + kind);
+  }
+  want.insert(want.end(), {"transformer.ln_f.weight", "transformer.ln_f.bias", "lm_head.weight"});
+  EXPECT_THAT(keys(*model), ElementsAreArray(want));
+  // hidden 24 in 6 heads of 4; vocab 96.
+  EXPECT_EQ(get_module_tensor_shape(*model, "transformer.h.0.self_attention.query_key_value.weight"), (Shape{72, 24}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "transformer.h.0.self_attention.query_key_value.bias"), (Shape{72}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "transformer.h.1.mlp.dense_h_to_4h.weight"), (Shape{96, 24}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "transformer.h.1.mlp.dense_4h_to_h.weight"), (Shape{24, 96}));
+  EXPECT_EQ(get_module_tensor_shape(*model, "lm_head.weight"), (Shape{96, 24}));
+  EXPECT_EQ(type_at(*model, "transformer"), "BloomModel");
+  EXPECT_EQ(type_at(*model, "transformer.h.1"), "BloomBlock");
+  EXPECT_EQ(type_at(*model, "transformer.h.1.self_attention"), "BloomAttention");
+  EXPECT_EQ(type_at(*model, "transformer.h.1.self_attention.attention_dropout"), "Dropout");
+  EXPECT_EQ(type_at(*model, "transformer.h.1.mlp"), "BloomMLP");
+  EXPECT_EQ(type_at(*model, "transformer.word_embeddings_layernorm"), "LayerNorm");
+  EXPECT_EQ(type_at(*model, "transformer.ln_f"), "LayerNorm");
+  EXPECT_THAT(nn::find_tied_parameters(*model),
+              ElementsAre(ElementsAre("lm_head.weight", "transformer.word_embeddings.weight")));
+  const CausalLMInfo& info = model->info();
+  EXPECT_EQ(info.block_class, "BloomBlock");
+  EXPECT_EQ(info.base_model_prefix, "transformer");
+  EXPECT_EQ(info.layers_prefix, "transformer.h");
+  EXPECT_EQ(info.num_key_value_heads, 6);
+  EXPECT_EQ(info.head_dim, 4);
+  EXPECT_EQ(model->context_length(), INT64_MAX);  // ALiBi: no trained table of positions
+
+  nlohmann::json c = test::tiny_bloom_config();
+  c["tie_word_embeddings"] = false;
+  EXPECT_TRUE(nn::find_tied_parameters(*build_empty(c)).empty());
+}
+
+// transformers 5.24's _get_alibi_slopes, printed by it: a power of two, and head counts that are not (the extra heads
+// take odd powers of the next power of two's base: √2 apart for 12 heads).
+TEST(BloomAlibi, SlopesAndBiasAreTransformers) {
+  EXPECT_THAT(alibi_slopes(1), ElementsAre(0.00390625f));
+  EXPECT_THAT(alibi_slopes(6), ElementsAre(0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f));
+  EXPECT_THAT(alibi_slopes(8), ElementsAre(0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f, 0.00390625f));
+  const std::vector<float> s12 = alibi_slopes(12);
+  const std::vector<float> want12 = {0.5f,       0.25f,       0.125f,      0.0625f,     0.03125f,    0.015625f,
+                                     0.0078125f, 0.00390625f, 0.70710677f, 0.35355338f, 0.17677669f, 0.088388338f};
+  ASSERT_EQ(s12.size(), want12.size());
+  for (std::size_t i = 0; i < s12.size(); ++i) EXPECT_FLOAT_EQ(s12[i], want12[i]) << i;
+  EXPECT_EQ(alibi_slopes(112).size(), 112u);  // bigscience/bloom: 64 + 48
+  EXPECT_THROW(alibi_slopes(0), Error);
+
+  // bias[h, t, s] = slope_h · s for every query t.
+  const Tensor bias = alibi_bias(alibi_slopes(6), 2, 3);
+  EXPECT_EQ(bias.shape(), (Shape{6, 2, 3}));
+  const std::vector<float> b = bias.to_vector<float>();
+  EXPECT_THAT(std::vector<float>(b.begin(), b.begin() + 6), ElementsAre(0.0f, 0.25f, 0.5f, 0.0f, 0.25f, 0.5f));
+  EXPECT_THAT(std::vector<float>(b.end() - 3, b.end()), ElementsAre(0.0f, 0.125f, 0.25f));
 }
 
 TEST(EmptyBuild, ParametersAreMetaOfTheRequestedDtypeAndCountMatches) {

@@ -9,7 +9,10 @@
 #include <fstream>
 
 #include "ferry/core/error.h"
+#include "ferry/core/logging.h"
 #include "ferry/models/auto_model.h"
+#include "ferry/models/bloom.h"
+#include "ferry/models/gemma.h"
 #include "ferry/models/gpt2.h"
 #include "ferry/models/gpt_neox.h"
 #include "ferry/models/gptj.h"
@@ -145,10 +148,15 @@ TEST(ResolveArchitecture, ArchitecturesFirstThenModelType) {
   EXPECT_EQ(resolve_architecture(cfg({{"architectures", {"LlamaModel"}}, {"model_type", "llama"}})), "LlamaForCausalLM");
   EXPECT_THAT(supported_architectures(),
               ElementsAre("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                          "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GPT2LMHeadModel",
-                          "GPTJForCausalLM", "GPTNeoXForCausalLM", "OPTForCausalLM", "Phi3ForCausalLM"));
+                          "MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "BloomForCausalLM",
+                          "GPT2LMHeadModel", "GPTJForCausalLM", "GPTNeoXForCausalLM", "OPTForCausalLM",
+                          "Phi3ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+                          "Gemma3ForConditionalGeneration"));
   EXPECT_EQ(resolve_architecture(cfg({{"model_type", "qwen3"}})), "Qwen3ForCausalLM");
   EXPECT_EQ(resolve_architecture(cfg({{"model_type", "phi3"}})), "Phi3ForCausalLM");
+  EXPECT_EQ(resolve_architecture(cfg({{"model_type", "gemma2"}})), "Gemma2ForCausalLM");
+  EXPECT_EQ(resolve_architecture(cfg({{"model_type", "gemma3_text"}})), "Gemma3ForCausalLM");
+  EXPECT_EQ(resolve_architecture(cfg({{"model_type", "gemma3"}})), "Gemma3ForConditionalGeneration");
 }
 
 TEST(ResolveArchitecture, UnknownArchitectureNamesBothKeysAndListsSupported) {
@@ -419,6 +427,70 @@ TEST(OPTConfig, DefaultsAndBadKeys) {
   EXPECT_THAT(error({{"do_layer_norm_before", 1}}), HasSubstr("do_layer_norm_before"));
 }
 
+// Values as transformers 5.24's BloomConfig reads the same keys (checked with it): attribute_map's
+// num_hidden_layers / num_attention_heads win over n_layer / n_head, and n_embed over hidden_size.
+TEST(BloomConfig, DefaultsAliasesAndBadKeys) {
+  const json sizes = {{"vocab_size", 50}, {"hidden_size", 64}, {"n_layer", 2}, {"n_head", 8}};
+  BloomConfig c = BloomConfig::from_json(cfg(sizes));
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.n_layer, 2);
+  EXPECT_EQ(c.n_head, 8);
+  EXPECT_EQ(c.head_dim(), 8);
+  EXPECT_DOUBLE_EQ(c.layer_norm_epsilon, 1e-5);
+  EXPECT_FALSE(c.apply_residual_connection_post_layernorm);
+  EXPECT_EQ(c.pretraining_tp, 1);
+  EXPECT_FALSE(c.slow_but_exact);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  // bigscience/bloom's spelling: n_embed and num_attention_heads.
+  c = BloomConfig::from_json(cfg({{"vocab_size", 50},
+                                  {"n_embed", 48},
+                                  {"n_layer", 3},
+                                  {"num_attention_heads", 6},
+                                  {"layer_norm_epsilon", 1e-3},
+                                  {"apply_residual_connection_post_layernorm", true},
+                                  {"pretraining_tp", 4},
+                                  {"tie_word_embeddings", false}}));
+  EXPECT_EQ(c.hidden_size, 48);
+  EXPECT_EQ(c.n_layer, 3);
+  EXPECT_EQ(c.n_head, 6);
+  EXPECT_DOUBLE_EQ(c.layer_norm_epsilon, 1e-3);
+  EXPECT_TRUE(c.apply_residual_connection_post_layernorm);
+  EXPECT_EQ(c.pretraining_tp, 4);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  // Both spellings: BloomConfig(hidden_size=40, n_embed=48, n_head=4, num_attention_heads=6, n_layer=2,
+  // num_hidden_layers=3) has hidden_size 48, n_head 6, n_layer 3.
+  c = BloomConfig::from_json(cfg({{"vocab_size", 50},
+                                  {"hidden_size", 40},
+                                  {"n_embed", 48},
+                                  {"n_head", 4},
+                                  {"num_attention_heads", 6},
+                                  {"n_layer", 2},
+                                  {"num_hidden_layers", 3}}));
+  EXPECT_EQ(c.hidden_size, 48);
+  EXPECT_EQ(c.n_head, 6);
+  EXPECT_EQ(c.n_layer, 3);
+
+  const auto error = [&](const json& extra) {
+    return error_of([&] { BloomConfig::from_json(cfg(with_keys(sizes, extra))); });
+  };
+  for (const char* key : {"vocab_size", "hidden_size", "n_layer", "n_head"}) {
+    json j = sizes;
+    j.erase(key);
+    EXPECT_THAT(error_of([&] { BloomConfig::from_json(cfg(j)); }), HasSubstr("missing required key")) << key;
+  }
+  EXPECT_THAT(error({{"vocab_size", 0}}), HasSubstr("\"vocab_size\" must be positive"));
+  EXPECT_THAT(error({{"n_head", -2}}), HasSubstr("\"n_head\" must be positive"));
+  EXPECT_THAT(error({{"n_layer", 0}}), HasSubstr("\"n_layer\" must be positive"));
+  EXPECT_THAT(error({{"hidden_size", 60}}), HasSubstr("must be a multiple of n_head (8)"));
+  EXPECT_THAT(error({{"layer_norm_epsilon", -1.0}}), HasSubstr("layer_norm_epsilon"));
+  EXPECT_THAT(error({{"pretraining_tp", 0}}), HasSubstr("\"pretraining_tp\" must be ≥ 1"));
+  EXPECT_THAT(error({{"n_embed", "big"}}), HasSubstr("\"n_embed\" must be an integer"));
+  EXPECT_THAT(error({{"apply_residual_connection_post_layernorm", 1}}),
+              HasSubstr("apply_residual_connection_post_layernorm"));
+  // The registry builds it from either key.
+  EXPECT_EQ(resolve_architecture(cfg({{"model_type", "bloom"}})), "BloomForCausalLM");
+}
+
 json phi3_sizes() {
   return {{"vocab_size", 50},
           {"hidden_size", 64},
@@ -576,6 +648,156 @@ TEST(Phi3Config, BadKeysAreErrorsNamingThem) {
   su["rope_type"] = "su";
   EXPECT_THAT(error({{"rope_scaling", su}}),
               HasSubstr("\"rope_scaling\" of type \"su\" needs \"original_max_position_embeddings\""));
+}
+
+json gemma_sizes(int layers = 4) {
+  return {{"vocab_size", 256},
+          {"hidden_size", 64},
+          {"intermediate_size", 96},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", 4}};
+}
+
+// Values as transformers 5.24's Gemma2Config reads the same keys (checked with it).
+TEST(GemmaConfig, Gemma2DefaultsAsTransformers) {
+  const GemmaConfig c = GemmaConfig::gemma2_from_json(cfg(gemma_sizes()));
+  EXPECT_EQ(c.architecture, "Gemma2ForCausalLM");
+  // Absent sizes are transformers' class defaults (released Gemma 3 configs leave most of them out).
+  const GemmaConfig d2 = GemmaConfig::gemma2_from_json(cfg(json::object()));
+  EXPECT_EQ(d2.vocab_size, 256000);
+  EXPECT_EQ(d2.hidden_size, 2304);
+  EXPECT_EQ(d2.intermediate_size, 9216);
+  EXPECT_EQ(d2.num_hidden_layers, 26);
+  EXPECT_EQ(d2.num_attention_heads, 8);
+  EXPECT_EQ(GemmaConfig::gemma3_from_json(cfg(json::object())).vocab_size, 262208);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 256);  // not hidden / heads
+  EXPECT_EQ(c.max_position_embeddings, 8192);
+  EXPECT_EQ(c.hidden_activation, "gelu_pytorch_tanh");
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_DOUBLE_EQ(c.query_pre_attn_scalar, 256);
+  EXPECT_DOUBLE_EQ(c.attn_logit_softcapping, 50);
+  EXPECT_DOUBLE_EQ(c.final_logit_softcapping, 30);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_THAT(c.sliding_layers, ElementsAre(true, false, true, false));  // layer_types: every other, from layer 0
+  EXPECT_EQ(c.rope_global.rope_type, "default");
+  EXPECT_DOUBLE_EQ(c.rope_global.rope_theta, 10000);
+  EXPECT_DOUBLE_EQ(c.rope_local.rope_theta, 10000);
+
+  // null turns the soft-capping and the window off; hidden_act (in released configs) is not what the MLP reads.
+  const GemmaConfig off = GemmaConfig::gemma2_from_json(
+      cfg(with_keys(gemma_sizes(),
+                    {{"attn_logit_softcapping", nullptr},
+                     {"final_logit_softcapping", nullptr},
+                     {"sliding_window", nullptr},
+                     {"hidden_act", "relu"},
+                     {"hidden_activation", "gelu"},
+                     {"layer_types", {"full_attention", "sliding_attention", "sliding_attention", "full_attention"}},
+                     {"rope_parameters", {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 500.0}}}})));
+  EXPECT_EQ(off.attn_logit_softcapping, 0);
+  EXPECT_EQ(off.final_logit_softcapping, 0);
+  EXPECT_EQ(off.sliding_window, 0);
+  EXPECT_EQ(off.hidden_activation, "gelu");
+  EXPECT_THAT(off.sliding_layers, ElementsAre(false, true, true, false));
+  EXPECT_EQ(off.rope_global.rope_type, "linear");
+  EXPECT_DOUBLE_EQ(off.rope_local.factor, 2.0);
+  EXPECT_DOUBLE_EQ(off.rope_local.rope_theta, 500.0);
+}
+
+// Gemma3TextConfig: sliding_window_pattern (default 6), 131072 positions, no soft-capping, and RoPE per layer type
+// from each spelling transformers accepts (checked with it): the Hub's legacy rope_theta / rope_local_base_freq /
+// rope_scaling, the nested rope_parameters that save_pretrained writes, and the defaults 1e6 (global) / 1e4 (local).
+TEST(GemmaConfig, Gemma3DefaultsAndRopePerLayerType) {
+  const GemmaConfig c = GemmaConfig::gemma3_from_json(cfg(gemma_sizes(7)));
+  EXPECT_EQ(c.architecture, "Gemma3ForCausalLM");
+  EXPECT_EQ(c.base_model_class, "Gemma3TextModel");
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_EQ(c.attn_logit_softcapping, 0);
+  EXPECT_EQ(c.final_logit_softcapping, 0);
+  EXPECT_THAT(c.sliding_layers, ElementsAre(true, true, true, true, true, false, true));
+  EXPECT_EQ(c.rope_global.rope_type, "default");
+  EXPECT_DOUBLE_EQ(c.rope_global.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.rope_local.rope_theta, 1e4);
+
+  const GemmaConfig legacy = GemmaConfig::gemma3_from_json(
+      cfg(with_keys(gemma_sizes(4), {{"rope_theta", 5e5},
+                                     {"rope_local_base_freq", 2e3},
+                                     {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}},
+                                     {"sliding_window_pattern", 2},
+                                     {"final_logit_softcapping", 12.5}})));
+  EXPECT_THAT(legacy.sliding_layers, ElementsAre(true, false, true, false));
+  EXPECT_EQ(legacy.rope_global.rope_type, "linear");
+  EXPECT_DOUBLE_EQ(legacy.rope_global.factor, 8.0);
+  EXPECT_DOUBLE_EQ(legacy.rope_global.rope_theta, 5e5);
+  EXPECT_EQ(legacy.rope_local.rope_type, "default");
+  EXPECT_DOUBLE_EQ(legacy.rope_local.rope_theta, 2e3);
+  EXPECT_DOUBLE_EQ(legacy.final_logit_softcapping, 12.5);
+
+  const GemmaConfig nested = GemmaConfig::gemma3_from_json(
+      cfg(with_keys(gemma_sizes(4),
+                    {{"rope_parameters",
+                      {{"full_attention", {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 1000.0}}},
+                       {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 50.0}}}}}})));
+  EXPECT_DOUBLE_EQ(nested.rope_global.factor, 4.0);
+  EXPECT_DOUBLE_EQ(nested.rope_global.rope_theta, 1000.0);
+  EXPECT_DOUBLE_EQ(nested.rope_local.rope_theta, 50.0);
+  // A type without rope_theta takes the top-level key, as Gemma3TextConfig's setdefault does.
+  const GemmaConfig partial = GemmaConfig::gemma3_from_json(
+      cfg(with_keys(gemma_sizes(4), {{"rope_local_base_freq", 123.0},
+                                     {"rope_parameters", {{"full_attention", {{"rope_type", "default"}}}}}})));
+  EXPECT_DOUBLE_EQ(partial.rope_global.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(partial.rope_local.rope_theta, 123.0);
+
+  // attn_logit_softcapping: transformers' Gemma3Attention never applies it; ferry neither, and says so.
+  ScopedLogCapture log(LogLevel::Warning);
+  const GemmaConfig capped = GemmaConfig::gemma3_from_json(
+      cfg(with_keys(gemma_sizes(), {{"attn_logit_softcapping", 50.0}})));
+  EXPECT_EQ(capped.attn_logit_softcapping, 0);
+  ASSERT_EQ(log.messages().size(), 1u);
+  EXPECT_THAT(log.messages()[0], HasSubstr("Gemma 3 does not apply it"));
+}
+
+TEST(GemmaConfig, BadKeysAreErrorsNamingThem) {
+  const auto error2 = [](const json& extra) {
+    return error_of([&] { GemmaConfig::gemma2_from_json(cfg(with_keys(gemma_sizes(), extra))); });
+  };
+  const auto error3 = [](const json& extra) {
+    return error_of([&] { GemmaConfig::gemma3_from_json(cfg(with_keys(gemma_sizes(), extra))); });
+  };
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"})
+    EXPECT_THAT(error3({{key, 0}}), HasSubstr(std::string("\"") + key + "\" must be positive"));
+  EXPECT_THAT(error2({{"num_key_value_heads", 3}}), HasSubstr("must be a multiple of num_key_value_heads (3)"));
+  EXPECT_THAT(error2({{"head_dim", 7}}), HasSubstr("head_dim 7 must be even"));
+  EXPECT_THAT(error2({{"sliding_window", 0}}), HasSubstr("\"sliding_window\" must be positive"));
+  EXPECT_THAT(error2({{"attn_logit_softcapping", 0.0}}),
+              HasSubstr("\"attn_logit_softcapping\" must be a positive number or null"));
+  EXPECT_THAT(error3({{"final_logit_softcapping", -30.0}}),
+              HasSubstr("\"final_logit_softcapping\" must be a positive"));
+  EXPECT_THAT(error2({{"query_pre_attn_scalar", 0}}), HasSubstr("\"query_pre_attn_scalar\" must be positive"));
+  EXPECT_THAT(error2({{"hidden_activation", "quick_gelu"}}),
+              HasSubstr("hidden_activation \"quick_gelu\" is not supported"));
+  EXPECT_THAT(error3({{"use_bidirectional_attention", true}}),
+              HasSubstr("use_bidirectional_attention is not supported"));
+  EXPECT_THAT(error2({{"layer_types", {"sliding_attention"}}}), HasSubstr("one type per layer (4)"));
+  EXPECT_THAT(error3({{"layer_types", {"sliding_attention", "global", "full_attention", "full_attention"}}}),
+              HasSubstr("\"layer_types\"[1] must be \"full_attention\" or \"sliding_attention\", got \"global\""));
+  EXPECT_THAT(error3({{"sliding_window_pattern", 0}}), HasSubstr("\"sliding_window_pattern\" must be positive"));
+  // Gemma 3's RoPE comes per layer type; transformers silently ignores a flat dict, ferry says so.
+  EXPECT_THAT(error3({{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 100.0}}}}),
+              AllOf(HasSubstr("\"rope_parameters\" must be given per layer type"), HasSubstr("separate RoPE")));
+  EXPECT_THAT(error3({{"rope_parameters", {{"full_attention", "linear"}}}}),
+              HasSubstr("\"rope_parameters.full_attention\" must be an object"));
+  EXPECT_THAT(error3({{"rope_scaling", {{"rope_type", "linear"}}}}),
+              AllOf(HasSubstr("rope_parameters.full_attention"), HasSubstr("needs \"factor\"")));
+  EXPECT_THAT(error3({{"rope_parameters", {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", "x"}}}}}}),
+              HasSubstr("rope_parameters.sliding_attention"));
+  // Gemma 2 reads one RoPE setting; a per-type dict is ConfigJson's error.
+  EXPECT_THAT(error2({{"rope_parameters", {{"full_attention", {{"rope_type", "default"}}}}}}),
+              HasSubstr("given per layer type"));
 }
 
 }  // namespace

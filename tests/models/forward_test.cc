@@ -83,6 +83,9 @@ TEST_P(ForwardTest, ExplicitPositionIdsMatchTheDefault) {
   std::iota(pos.begin(), pos.end(), 0);
   nn::Value out = (*model)(nn::Args{ids(kPrompt)}.with("position_ids", ids(pos)));
   EXPECT_EQ(test::max_abs_diff(out.dict().at("logits").tensor(), all), 0.0);
+  // BLOOM has no positions to move: ALiBi biases each key by its place in the cache, and position_ids are ignored,
+  // as transformers' BloomModel does.
+  if (GetParam().name == "bloom") return;
   // Positions matter: spreading the tokens apart changes their relative distances (a uniform shift would not
   // change RoPE models at all: rotary attention depends only on position differences).
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = 3 * static_cast<int64_t>(i);

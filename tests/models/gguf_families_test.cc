@@ -1,8 +1,9 @@
 // Dense families from GGUF files llama.cpp's own converter writes (issue 33): Llama 3.1+ (its rope scaling stored as
-// the rope_freqs tensor), GPT-NeoX (gptneox: query_key_value reordered to q | k | v blocks) and Phi-3 (phi3: fused
-// projections, LongRoPE factors as tensors). Folders made by ferry's writer (whose families are checked against
-// transformers in hf_reference_test.cc) are converted; each file must compute what the folder computes, and what
-// llama.cpp itself computes on it. Skipped without the reference venv (scripts/venv).
+// the rope_freqs tensor), GPT-NeoX (gptneox: query_key_value reordered to q | k | v blocks), Phi-3 (phi3: fused
+// projections, LongRoPE factors as tensors), BLOOM (bloom: reordered as gptneox, ALiBi) and Gemma 2 / 3 (gemma2,
+// gemma3: norms stored as 1 + w). Folders made by ferry's writer (whose families are checked against transformers in
+// hf_reference_test.cc) are converted; each file must compute what the folder computes, and what llama.cpp itself
+// computes on it. Skipped without the reference venv (scripts/venv).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -74,6 +75,38 @@ nlohmann::json phi3_config(bool longrope) {
   return c;
 }
 
+// BLOOM (bloom: query_key_value reordered as for gptneox, the embedding's norm as token_embd_norm, ALiBi with no keys
+// of its own): rows of 96 and 384 (whole q8_0 blocks); 6 heads (slopes of 4, then 2 interleaved), tied, or 8, untied.
+nlohmann::json bloom_config(int64_t heads, bool tied) {
+  nlohmann::json c = test::tiny_bloom_config();
+  c["hidden_size"] = 96;
+  c["n_head"] = heads;
+  c["vocab_size"] = 128;
+  c["tie_word_embeddings"] = tied;
+  return c;
+}
+
+// Gemma 2 and 3 (gemma2, gemma3: the converter stores every norm weight as 1 + w). What the files leave to llama.cpp
+// is set as llama.cpp has it: scores scaled by 1/√head_dim (query_pre_attn_scalar = head_dim), Gemma 3's sliding
+// layers rotating with base 10000 and every sixth layer global (6 layers: layer 5).
+nlohmann::json gemma2_config() {
+  nlohmann::json c = test::tiny_gemma2_config();
+  c["query_pre_attn_scalar"] = 8;  // head_dim
+  return c;
+}
+nlohmann::json gemma3_config() {
+  nlohmann::json c = test::tiny_gemma3_config();
+  c.erase("layer_types");
+  c.erase("rope_parameters");
+  c.erase("tie_word_embeddings");  // tied (the default): logits of ~20, fewer near ties in the greedy steps
+  c.update({{"num_hidden_layers", 6},
+            {"query_pre_attn_scalar", 8},
+            {"rope_theta", 1000.0},
+            {"rope_local_base_freq", 10000.0},
+            {"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}}});
+  return c;
+}
+
 class GgufFamilies : public test::LlamaCppOracleTest {};
 
 // f32 files compute the folder's logits (same arithmetic, up to summation order), and llama.cpp's (its KV cache in
@@ -83,7 +116,11 @@ TEST_F(GgufFamilies, LlamaCppConvertedFilesComputeAsTheFolderAndAsLlamaCpp) {
                                                                   {"gpt_neox_parallel", gpt_neox_config(true)},
                                                                   {"gpt_neox_sequential", gpt_neox_config(false)},
                                                                   {"phi3", phi3_config(false)},
-                                                                  {"phi3_longrope", phi3_config(true)}};
+                                                                  {"phi3_longrope", phi3_config(true)},
+                                                                  {"bloom_heads6_tied", bloom_config(6, true)},
+                                                                  {"bloom_heads8_untied", bloom_config(8, false)},
+                                                                  {"gemma2", gemma2_config()},
+                                                                  {"gemma3", gemma3_config()}};
   for (const auto& [name, config] : cases) {
     SCOPED_TRACE(name);
     test::TempDir root;
@@ -102,8 +139,11 @@ TEST_F(GgufFamilies, LlamaCppConvertedFilesComputeAsTheFolderAndAsLlamaCpp) {
     const auto vs_llama = test::compare_last_logits(*g, kPrompt, run_llama_cpp(f32, kPrompt)["logits"]);
     EXPECT_GT(vs_llama.scale, 0.0);
     // llama.cpp's gptneox computes GELU with ggml_gelu (tanh-approximated, through an f16 table), the folder exact
-    // erf GELU (the file does not say which): measured 8e-5 and 1.5e-4 of max |logit|; the others 1e-7.
-    const double tolerance = name.starts_with("gpt_neox") ? 5e-4 : 1e-4;
+    // erf GELU (the file does not say which): measured 8e-5 and 1.5e-4 of max |logit|; the others 1e-7. BLOOM's
+    // folder computes the tanh GELU in f32, llama.cpp through that table: measured 2.3e-5 and 8.4e-5; Gemma's
+    // gelu_pytorch_tanh likewise: 1.7e-4 (gemma2), 1.1e-4 (gemma3).
+    const bool table_gelu = name.starts_with("gpt_neox") || name.starts_with("bloom") || name.starts_with("gemma");
+    const double tolerance = table_gelu ? 5e-4 : 1e-4;
     EXPECT_LE(vs_llama.diff, tolerance * vs_llama.scale) << "f32: ferry vs llama.cpp";
     EXPECT_TRUE(vs_llama.same_greedy);
     std::printf("%s f32: file vs folder %.2e; ferry vs llama.cpp on llama.cpp's file %.2e (max |logit| %.2f)\n",

@@ -232,6 +232,11 @@ TEST(GgufTokenizer, ByteLevelBpeFromMetadata) {
   EXPECT_EQ(tok.encode("hi hi"), (std::vector<text::TokenId>{0, 4, 5}));
   EXPECT_EQ(tok.encode("<s>hi", false), (std::vector<text::TokenId>{0, 4}));
   EXPECT_EQ(tok.decode(std::vector<text::TokenId>{4, 5}), "hi hi");
+  // BLOOM's one split regex (llama.cpp's "bloom", as its libllama spells it), then byte level.
+  const nlohmann::json bloom = gguf_tokenizer_json(io::GgufFile::parse(tokenizer_gguf("gpt2", "bloom", false), "b"));
+  ASSERT_EQ(bloom["pre_tokenizer"]["pretokenizers"].size(), 2u);
+  EXPECT_EQ(bloom["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], " ?[^(\\s|.,!?…。，、।۔،)]+");
+  EXPECT_EQ(text::Tokenizer::from_json(bloom.dump()).encode("hi hi", false), (std::vector<text::TokenId>{4, 5}));
 }
 
 TEST(GgufTokenizer, WhatFerryCannotReproduceIsRefusedByName) {

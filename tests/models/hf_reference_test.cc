@@ -245,7 +245,12 @@ TEST(HfReferencePlans, PlansEqualAcceleratesForEachFamily) {
                                           "opt_350m_post_norm_proj_f32",
                                           "opt_nobias_untied_noaffine_f32",
                                           "phi3_partial_sliding_f32",
-                                          "phi3_longrope_long_tied_f32"};
+                                          "phi3_longrope_long_tied_f32",
+                                          "gemma2_softcap_sliding_f32",
+                                          "gemma3_qknorm_local_global_f32",
+                                          "bloom_heads6_f32",
+                                          "bloom_heads8_post_ln_untied_f32",
+                                          "bloom_heads12_bare_f32"};
   test::make_reference_folders(*python, fs::path(FERRY_SOURCE_DIR) / "tests" / "reference", reference_root(),
                                test::reference_cases());  // made once, shared with HfReference
   test::TempDir out;

@@ -485,9 +485,9 @@ TEST(MoePlan, AutoReservesACacheOfTwiceATokensExpertsWhenTheExpertsDoNotFit) {
 namespace ferry::models {
 namespace {
 
-// Reading ahead by guessing (issue 32): with every expert on disk, read direct through a prefetcher, guessing each
-// next layer's experts changes no logit (a guess only starts reads), and its counts add up: a guess is announced for
-// every sparse layer but the first, and no more guesses are routed than were made or than experts ran.
+// Guessing the next layer's experts (issue 32): with every expert on disk, read direct through a prefetcher, the
+// guesses are counted whether or not they are read ahead, reading them ahead changes no logit, and the counts add up:
+// every sparse layer but the first is guessed, and no more guesses are routed than were made or than experts ran.
 TEST(MoeGuessing, GuessesStartReadsAndChangeNoLogit) {
   test::TempDir dir;
   nlohmann::json config = test::tiny_qwen3_moe_config();
@@ -505,7 +505,7 @@ TEST(MoeGuessing, GuessesStartReadsAndChangeNoLogit) {
   };
   const std::vector<Tensor> want = run(*resident);
   for (bool guess : {true, false}) {
-    SCOPED_TRACE(guess ? "guessing" : "not guessing");
+    SCOPED_TRACE(guess ? "reading guesses ahead" : "counting guesses only");
     auto reader = std::make_shared<io::StagedReader>();
     auto m = AutoModelForCausalLM::from_pretrained(dir.path() / "model", {.device_map = map,
                                                                           .offload_folder = dir.path() / "offload",
@@ -521,15 +521,11 @@ TEST(MoeGuessing, GuessesStartReadsAndChangeNoLogit) {
     const int64_t top_k = m->info().experts.experts_per_token, sparse = m->info().experts.sparse_layers;
     ASSERT_EQ(sparse, 3);
     EXPECT_EQ(use.calls >= static_cast<uint64_t>(top_k * sparse * static_cast<int64_t>(steps.size())), true);
-    if (!guess) {
-      EXPECT_EQ(use.guessed, 0u);
-      continue;
-    }
     // Decode steps guess top_k experts for layers 1 and 2; the prompt guesses the union over its tokens.
     EXPECT_GE(use.guessed, static_cast<uint64_t>(top_k * (sparse - 1) * static_cast<int64_t>(steps.size())));
     EXPECT_LE(use.guessed_routed, use.guessed);
     EXPECT_LE(use.guessed_routed, use.calls);
-    EXPECT_GT(reader->stats().prefetched + reader->stats().evicted, 0u) << "guessed experts were read ahead";
+    if (guess) EXPECT_GT(reader->stats().prefetched + reader->stats().evicted, 0u) << "experts were read ahead";
   }
 }
 

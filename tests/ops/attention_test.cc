@@ -17,7 +17,8 @@ struct Case {
 };
 
 // Attention written out: explicit mask over all S keys, softmax in double.
-std::vector<double> attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c, double scale) {
+std::vector<double> attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c, double scale,
+                                  double softcap = 0) {
   auto qv = q.to_vector<float>(), kv = k.to_vector<float>(), vv = v.to_vector<float>();
   std::vector<double> out(static_cast<std::size_t>(c.T * c.Hq * c.Dv), 0.0);
   for (int64_t t = 0; t < c.T; ++t)
@@ -30,7 +31,7 @@ std::vector<double> attention_ref(const Tensor& q, const Tensor& k, const Tensor
         if (!visible) continue;
         double dot = 0;
         for (int64_t d = 0; d < c.D; ++d) dot += double(qv[(t * c.Hq + h) * c.D + d]) * kv[(s * c.Hkv + g) * c.D + d];
-        score[s] = dot * scale;
+        score[s] = softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale;
         m = std::max(m, score[s]);
       }
       double sum = 0;
@@ -77,6 +78,31 @@ TEST(Attention, EveryCaseDTypeAndIsaMatchesReference) {
         EXPECT_TRUE(all_close(out.to_vector<float>(), want, 1e-5, 1e-5));
       });
     }
+}
+
+// Gemma 2's attn_logit_softcapping: each scaled score s becomes cap · tanh(s / cap) before the softmax, inside
+// the window, on every ISA and cache dtype. The scores here are often several times the cap of 2.
+TEST(Attention, SoftcapBendsScaledScoresBeforeTheSoftmax) {
+  const Case cases[] = {{6, 6, 4, 2, 16, 16, 0, 0}, {1, 300, 2, 1, 32, 32, 299, 0}, {5, 40, 4, 4, 8, 8, 35, 7}};
+  for (DType kv_dtype : {DType::F32, DType::BF16})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(kv_dtype) << " T=" << c.T << " S=" << c.S);
+      Tensor q = random_tensor({c.T, c.Hq, c.D}, DType::F32, 4, -2, 2);
+      Tensor k = random_tensor({c.S, c.Hkv, c.D}, kv_dtype, 5, -2, 2);
+      Tensor v = random_tensor({c.S, c.Hkv, c.Dv}, kv_dtype, 6);
+      const float scale = 0.7f;
+      const auto want = attention_ref(q, k, v, c, scale, 2.0);
+      const auto uncapped = attention_ref(q, k, v, c, scale);
+      double moved = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::abs(want[i] - uncapped[i]));
+      EXPECT_GT(moved, 1e-2) << "the cap should change the outputs";
+      for_each_isa([&](Isa) {
+        EXPECT_TRUE(
+            all_close(attention(q, k, v, c.q_offset, scale, c.window, 2.0f).to_vector<float>(), want, 1e-5, 1e-5));
+      });
+    }
+  Tensor q = Tensor::zeros({1, 1, 8}, DType::F32), k = Tensor::zeros({1, 1, 8}, DType::F32);
+  EXPECT_THAT(error_of([&] { attention(q, k, k, 0, 1.0f, 0, -1.0f); }), HasSubstr("softcap -1 must be ≥ 0"));
 }
 
 TEST(Attention, ErrorsExplainTheMismatch) {

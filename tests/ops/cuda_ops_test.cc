@@ -61,6 +61,7 @@ TEST(CudaOps, Elementwise) {
     expect_close(ops::gelu(a), ops::gelu(ga), 1e-6, 1e-5, "gelu");
     expect_close(ops::gelu_tanh(a), ops::gelu_tanh(ga), 1e-6, 1e-5, "gelu_tanh");
     expect_close(ops::relu(a), ops::relu(ga), 0, 0, "relu");
+    expect_close(ops::softcap(a, 1.5f), ops::softcap(ga, 1.5f), 1e-6, 1e-5, "softcap");
     Tensor up = random(shape, 3);
     expect_close(ops::silu_mul(a, up), ops::silu_mul(ga, up.to(kGpu)), 1e-6, 1e-5, "silu_mul");
     Tensor c = a.clone(), gc = ga.clone();
@@ -174,6 +175,20 @@ TEST(CudaOps, AttentionGroupedHeadsWindowsAndCacheDtypes) {
                    ops::attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), offset, scale, c.window), 1e-5, 1e-4,
                    "attention T=" + std::to_string(c.T) + " S=" + std::to_string(c.S) + " " +
                        std::string(dtype_name(kv)));
+    }
+  }
+}
+
+// Gemma 2's score soft-capping (cap · tanh(s / cap) before the softmax) on the GPU kernel, against the cpu's.
+TEST(CudaOps, AttentionSoftcapMatchesCpu) {
+  FERRY_REQUIRE_CUDA();
+  for (int64_t window : {int64_t{0}, int64_t{5}}) {
+    for (DType kv : {DType::F32, DType::BF16}) {
+      Tensor q = random({7, 8, 256}, 20, 2.0f);
+      Tensor k = random({40, 4, 256}, 21, 2.0f, kv), v = random({40, 4, 256}, 22, 1.0f, kv);
+      expect_close(ops::attention(q, k, v, 33, 0.0625f, window, 3.0f),
+                   ops::attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), 33, 0.0625f, window, 3.0f), 1e-5, 1e-4,
+                   "softcap attention window " + std::to_string(window) + " " + std::string(dtype_name(kv)));
     }
   }
 }

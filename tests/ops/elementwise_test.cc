@@ -93,6 +93,19 @@ TEST(Activations, SiluMulFusesBothSteps) {
               HasSubstr("differ in shape"));
 }
 
+// Gemma's final_logit_softcapping: cap · tanh(x / cap), against double precision; the cap must be positive.
+TEST(Activations, SoftcapIsCapTimesTanhOfXOverCap) {
+  Tensor x = random_tensor({3, 257}, DType::F32, 7, -200, 200);
+  const std::vector<float> xs = x.to_vector<float>();
+  std::vector<double> want(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) want[i] = 30.0 * std::tanh(xs[i] / 30.0);
+  const Tensor y = softcap(x, 30.0f);
+  EXPECT_EQ(y.shape(), x.shape());
+  EXPECT_TRUE(all_close(y.to_vector<float>(), want, 1e-6, 1e-5));
+  EXPECT_THAT(error_of([&] { softcap(x, 0.0f); }), HasSubstr("cap must be positive"));
+  EXPECT_THAT(error_of([&] { softcap(x.to(DType::BF16), 1.0f); }), HasSubstr("ops::softcap"));
+}
+
 TEST(Activations, ShapeIsKeptAndNonF32IsRejected) {
   Tensor x = random_tensor({2, 3, 5}, DType::F32, 1);
   EXPECT_EQ(silu(x).shape(), x.shape());

@@ -10,7 +10,7 @@ load the file and run it on token ids (scripts/bench-gguf); --with-vocab runs th
 (a folder with a SentencePiece tokenizer.model: tests/reference/spm_gguf_oracle.py); by default the tokenizer keys
 are absent.
 
-Seven things are stood in for, none of which touches the weights or changes the model's hyperparameters:
+Nine things are stood in for, none of which touches the weights or changes the model's hyperparameters:
   - mistral_common (imported by the converter for Mistral's own tokenizers only) is replaced by empty modules
     while the converter is imported;
   - the vocabulary step is skipped (the test folders have random weights and no tokenizer; ferry's GGUF
@@ -27,6 +27,10 @@ Seven things are stood in for, none of which touches the weights or changes the 
     back to rope_scaling, the key Hub checkpoints' config.json files hold it under;
   - and transformers 5's GPTNeoXConfig keeps rotary_pct only as rope_parameters' partial_rotary_factor, where
     this converter does not look (it reads hparams["rotary_pct"] and fails without it): it is copied back;
+  - Gemma 3's rope_parameters are nested per layer type; the global layers' dict (full_attention, the one this
+    converter writes as rope.freq_base and rope.scaling) is the one copied back as above;
+  - without a vocabulary, Gemma 3's converter would still build one to trim token_embd to it (it needs
+    tokenizer.model): the trim keeps all vocab_size rows instead;
   - transformers 5's Qwen3MoeConfig calls num_experts num_local_experts, which this converter's Qwen MoE models do not
     read (they read hparams["num_experts"]; the base writes expert_count from num_local_experts, once): the count is
     moved back to num_experts.
@@ -69,6 +73,7 @@ def main():
     def load_hparams_with_rope_theta(dir_model, *args, **kwargs):
         config = load_hparams(dir_model, *args, **kwargs)
         rope = config.get("rope_parameters") or {}
+        rope = rope.get("full_attention") or rope  # Gemma 3: per layer type; the converter reads the global one
         if "rope_theta" not in config and "rope_theta" in rope:
             config["rope_theta"] = rope["rope_theta"]
         if not config.get("rope_scaling") and rope.get("rope_type", "default") != "default":
@@ -90,8 +95,10 @@ def main():
             if "vocab_size" in self.hparams and not isinstance(self, c.LlamaModel):
                 self.gguf_writer.add_vocab_size(self.hparams["vocab_size"])
     if "--with-vocab" not in sys.argv[5:]:
-        for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model, c.Qwen3MoeModel, c.Phi3MiniModel):  # each defines its own set_vocab
+        for cls in (c.TextModel, c.LlamaModel, c.Qwen2Model, c.Qwen3MoeModel, c.Phi3MiniModel,
+                    c.Gemma2Model, c.Gemma3Model):  # each defines its own set_vocab
             cls.set_vocab = no_vocab
+        c.Gemma3Model._create_vocab_sentencepiece = lambda self: ([None] * self.hparams["vocab_size"], None, None)
     sys.argv = ["convert_hf_to_gguf.py", folder, "--outfile", out, "--outtype", outtype]
     c.main()
 

@@ -39,6 +39,15 @@ def load(folder, dtype):
     return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager", **extra).eval()
 
 
+def round_embed_scales(model, dtype):
+    """Gemma's scaled embeddings multiply by embed_scale cast to the weights' dtype (bf16: sqrt(48) = 6.928 -> 6.9375).
+    ferry does the same over f32 activations, so the f32 runs of a half-precision folder use the rounded value too."""
+    for module in model.modules():
+        if hasattr(module, "scalar_embed_scale") and isinstance(getattr(module, "embed_scale", None), torch.Tensor):
+            module.embed_scale.fill_(torch.tensor(module.scalar_embed_scale, dtype=dtype).float())
+    return model
+
+
 def run(model, input_ids, decode_tokens=None, steps=16):
     """Prefill, then `steps` decode forwards. Feeds decode_tokens when given (teacher forcing), else greedy."""
     cache = DynamicCache(config=model.config)
@@ -73,11 +82,12 @@ def golden(folder, prompt_length, steps, seed):
         "decode_logits": decode.contiguous(),
     }
     if dtype != torch.float32:
-        prefill32, _, decode32 = run(load(folder, torch.float32), input_ids, decode_tokens=tokens, steps=steps)
+        model = round_embed_scales(load(folder, torch.float32), dtype)
+        prefill32, _, decode32 = run(model, input_ids, decode_tokens=tokens, steps=steps)
         tensors["prefill_logits_f32"] = prefill32.contiguous()
         tensors["decode_logits_f32"] = decode32.contiguous()
     if dtype == torch.bfloat16:
-        model = round_linear_inputs_to_bf16(load(folder, torch.float32))
+        model = round_linear_inputs_to_bf16(round_embed_scales(load(folder, torch.float32), dtype))
         with bf16_functional_linear_inputs():  # the routers' and stacked experts' F.linear calls too
             prefill_x, _, decode_x = run(model, input_ids, decode_tokens=tokens, steps=steps)
         tensors["prefill_logits_f32_bf16x"] = prefill_x.contiguous()

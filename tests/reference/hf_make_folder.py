@@ -12,7 +12,7 @@ file names, tensor keys and config.json are exactly what transformers produces:
 
 Usage: python hf_make_folder.py --cases cases.json --out ROOT
   cases.json: [{"name": "llama_gqa_tied_f32", "architecture": "LlamaForCausalLM", "dtype": "float32",
-                "format": "safetensors" | "sharded" | "bin", "config": {...overrides...}}, ...]
+                "format": "safetensors" | "sharded" | "bin" | "base_model", "config": {...overrides...}}, ...]
 Writes ROOT/<name>/ for every case (config.json, model.safetensors | model-0000N-of-0000M.safetensors + index |
 pytorch_model.bin). Prints one line per folder.
 """
@@ -43,6 +43,9 @@ CONFIG_CLASSES = {
     "GPTNeoXForCausalLM": "GPTNeoXConfig",
     "OPTForCausalLM": "OPTConfig",
     "Phi3ForCausalLM": "Phi3Config",
+    "Gemma2ForCausalLM": "Gemma2Config",
+    "Gemma3ForCausalLM": "Gemma3TextConfig",
+    "BloomForCausalLM": "BloomConfig",
 }
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -104,6 +107,12 @@ def make_folder(case, root):
         model.save_pretrained(out)
     elif fmt == "sharded":
         model.save_pretrained(out, max_shard_size=case.get("max_shard_size", "20KB"))
+    elif fmt == "base_model":
+        # The bare base model's weights under the causal LM's config.json, as bigscience's BLOOM uploads are
+        # ("h.0.self_attention...", no "transformer." prefix; the tied head is not stored).
+        model.base_model.save_pretrained(out)
+        model.config.architectures = [arch]  # save_pretrained wrote the base model's class name
+        model.config.save_pretrained(out)
     elif fmt == "bin":
         # transformers 5 writes safetensors only; a .bin folder is what older versions wrote: config.json +
         # torch.save(state_dict) without the tied duplicate.

@@ -238,6 +238,41 @@ std::vector<HfCase> reference_cases() {
                                                     {"factor", 3.0},
                                                     {"short_factor", {1.0, 1.1, 1.3, 1.6, 2.0, 2.5}},
                                                     {"long_factor", {1.2, 2.0, 3.5, 6.0, 10.0, 16.0}}}}});
+  // Gemma 2: (1 + w) norms around attention and MLP, GQA 4/2 with head_dim 16 ≠ hidden / heads, √C-scaled
+  // embedding, every other layer sliding (window 5, shorter than the 11-token prompt), attention scores soft-capped
+  // at 4 (without it transformers' logits move by up to 5.8) and the final logits at 100 (uncapped they reach ~150),
+  // query_pre_attn_scalar 24 ≠ head_dim; tied.
+  const json gemma2 = {{"vocab_size", 128},
+                       {"hidden_size", 64},
+                       {"intermediate_size", 96},
+                       {"num_hidden_layers", 3},
+                       {"num_attention_heads", 4},
+                       {"num_key_value_heads", 2},
+                       {"head_dim", 16},
+                       {"max_position_embeddings", 64},
+                       {"sliding_window", 5},
+                       {"query_pre_attn_scalar", 24},
+                       {"attn_logit_softcapping", 4.0},
+                       {"final_logit_softcapping", 100.0}};
+  // Gemma 3: q/k norms per head, layers sliding, sliding, global, sliding (sliding_window_pattern 3), window 5,
+  // separate RoPE bases (local 50, global 1000 with a linear factor 4, as rope_scaling in the Hub's configs), untied.
+  // The bf16 variant has hidden 48, whose normaliser √48 = 6.928 rounds to 6.9375 in bf16, as transformers casts it.
+  const json gemma3 = {{"vocab_size", 128},
+                       {"hidden_size", 64},
+                       {"intermediate_size", 96},
+                       {"num_hidden_layers", 4},
+                       {"num_attention_heads", 4},
+                       {"num_key_value_heads", 2},
+                       {"head_dim", 16},
+                       {"max_position_embeddings", 64},
+                       {"sliding_window", 5},
+                       {"sliding_window_pattern", 3},
+                       {"query_pre_attn_scalar", 20},
+                       {"rope_theta", 1000.0},
+                       {"rope_local_base_freq", 50.0},
+                       {"rope_scaling", {{"rope_type", "linear"}, {"factor", 4.0}}},
+                       {"tie_word_embeddings", false}};
+  const json gemma3_h48 = with(gemma3, {{"hidden_size", 48}, {"tie_word_embeddings", true}});
   // OPT: pre-LayerNorm, relu, tied lm_head. Variants: opt-350m's shape (norms after the residual sums, no final
   // norm, word_embed_proj_dim 32 with project_in/out); no biases, untied, norms without affine parameters.
   const json opt = {{"vocab_size", 128},        {"hidden_size", 64}, {"num_hidden_layers", 2},
@@ -245,6 +280,19 @@ std::vector<HfCase> reference_cases() {
   const json opt_350m = with(opt, {{"do_layer_norm_before", false}, {"word_embed_proj_dim", 32}});
   const json opt_plain =
       with(opt, {{"enable_bias", false}, {"tie_word_embeddings", false}, {"layer_norm_elementwise_affine", false}});
+  // BLOOM: ALiBi, fused per-head query_key_value, tied lm_head, the hidden size as n_embed. Variants: 6 heads (not a
+  // power of two: slopes of 4 heads, then 2 interleaved); 8 heads with the residual taken after the norms
+  // (apply_residual_connection_post_layernorm), untied, eps 1e-3, f32 and bf16; 12 heads (slopes √2 apart) saved as
+  // the bare BloomModel, as bigscience's uploads are (no "transformer." prefix). The bf16 case is not the 6-head one:
+  // there (tied head, max |logit| 33) transformers' own f32 run with bf16-rounded linear inputs moves by 0.069 when
+  // the embedding norm's output moves by less than an f32 ulp, 20x hf_reference_test's bound for that comparison.
+  const json bloom = {{"vocab_size", 128}, {"n_embed", 48}, {"n_layer", 2}, {"n_head", 6}};
+  const json bloom_post_ln = with(bloom, {{"n_embed", 64},
+                                          {"n_head", 8},
+                                          {"apply_residual_connection_post_layernorm", true},
+                                          {"tie_word_embeddings", false},
+                                          {"layer_norm_epsilon", 1e-3}});
+  const json bloom_bare = with(bloom, {{"n_head", 12}, {"n_layer", 3}});
 
   std::vector<HfCase> cases;
   const std::vector<std::pair<std::string, std::string>> dtypes = {
@@ -280,6 +328,14 @@ std::vector<HfCase> reference_cases() {
   cases.push_back({"phi3_partial_sliding_f32", "Phi3ForCausalLM", "float32", phi3_partial_sliding});
   cases.push_back({"phi3_longrope_long_tied_f32", "Phi3ForCausalLM", "float32", phi3_longrope_long});
   cases.push_back({"phi3_longrope_crossing_partial_f32", "Phi3ForCausalLM", "float32", phi3_longrope_crossing});
+  cases.push_back({"gemma2_softcap_sliding_f32", "Gemma2ForCausalLM", "float32", gemma2});
+  cases.push_back({"gemma2_softcap_sliding_sharded_f32", "Gemma2ForCausalLM", "float32", gemma2, "sharded"});
+  cases.push_back({"gemma3_qknorm_local_global_f32", "Gemma3ForCausalLM", "float32", gemma3});
+  cases.push_back({"gemma3_h48_tied_bf16", "Gemma3ForCausalLM", "bfloat16", gemma3_h48});
+  cases.push_back({"bloom_heads6_f32", "BloomForCausalLM", "float32", bloom});
+  cases.push_back({"bloom_heads8_post_ln_untied_f32", "BloomForCausalLM", "float32", bloom_post_ln});
+  cases.push_back({"bloom_heads12_bare_f32", "BloomForCausalLM", "float32", bloom_bare, "base_model"});
+  cases.push_back({"bloom_heads8_post_ln_untied_bf16", "BloomForCausalLM", "bfloat16", bloom_post_ln});
   cases.push_back({"opt_350m_post_norm_proj_f32", "OPTForCausalLM", "float32", opt_350m});
   cases.push_back({"opt_nobias_untied_noaffine_f32", "OPTForCausalLM", "float32", opt_plain});
   cases.push_back({"opt_350m_post_norm_proj_bf16", "OPTForCausalLM", "bfloat16", opt_350m});
@@ -340,7 +396,9 @@ std::vector<std::pair<std::string, nlohmann::json>> tiny_causal_configs() {
           {"gpt2", tiny_gpt2_config()},           {"gptj", tiny_gptj_config()},
           {"gpt_neox", tiny_gpt_neox_config()},   {"opt", tiny_opt_config()},
           {"mixtral", tiny_mixtral_config()},     {"qwen2_moe", tiny_qwen2_moe_config()},
-          {"qwen3_moe", tiny_qwen3_moe_config()}, {"phi3", tiny_phi3_config()}};
+          {"qwen3_moe", tiny_qwen3_moe_config()}, {"phi3", tiny_phi3_config()},
+          {"bloom", tiny_bloom_config()},         {"gemma2", tiny_gemma2_config()},
+          {"gemma3", tiny_gemma3_config()}};
 }
 
 nlohmann::json tiny_mixtral_config() {
@@ -440,6 +498,43 @@ nlohmann::json tiny_gpt_neox_config() {
           {"rotary_pct", 0.5}};
 }
 
+nlohmann::json tiny_gemma2_config() {
+  return {{"architectures", {"Gemma2ForCausalLM"}},
+          {"model_type", "gemma2"},
+          {"vocab_size", 96},
+          {"hidden_size", 32},
+          {"intermediate_size", 48},
+          {"num_hidden_layers", 3},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"head_dim", 8},
+          {"max_position_embeddings", 128},
+          {"sliding_window", 5},
+          {"query_pre_attn_scalar", 12},
+          {"attn_logit_softcapping", 4.0},
+          {"final_logit_softcapping", 20.0}};
+}
+
+nlohmann::json tiny_gemma3_config() {
+  return {{"architectures", {"Gemma3ForCausalLM"}},
+          {"model_type", "gemma3_text"},
+          {"vocab_size", 96},
+          {"hidden_size", 32},
+          {"intermediate_size", 48},
+          {"num_hidden_layers", 3},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"head_dim", 8},
+          {"max_position_embeddings", 128},
+          {"sliding_window", 5},
+          {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
+          {"query_pre_attn_scalar", 8},
+          {"rope_parameters",
+           {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1000000.0}}},
+            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}}},
+          {"tie_word_embeddings", false}};
+}
+
 nlohmann::json tiny_phi3_config() {
   return {{"architectures", {"Phi3ForCausalLM"}},
           {"model_type", "phi3"},
@@ -454,6 +549,16 @@ nlohmann::json tiny_phi3_config() {
           {"sliding_window", 5},
           {"partial_rotary_factor", 0.5},
           {"rope_parameters", {{"rope_type", "longrope"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 4.0}}}}};
+}
+
+nlohmann::json tiny_bloom_config() {
+  return {{"architectures", {"BloomForCausalLM"}},
+          {"model_type", "bloom"},
+          {"vocab_size", 96},
+          {"hidden_size", 24},
+          {"n_layer", 2},
+          {"n_head", 6},
+          {"layer_norm_epsilon", 1e-5}};
 }
 
 nlohmann::json tiny_opt_config() {

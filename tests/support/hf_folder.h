@@ -51,7 +51,7 @@ struct HfCase {
   std::string architecture;  // "LlamaForCausalLM", "GPT2LMHeadModel", ...
   std::string dtype;         // "float32", "float16", "bfloat16"
   nlohmann::json config;     // config keyword arguments (sizes, biases, rope, sliding window)
-  std::string format = "safetensors";  // "safetensors", "sharded" or "bin"
+  std::string format = "safetensors";  // "safetensors", "sharded", "bin" or "base_model" (no base_model_prefix)
 };
 
 /// The cases the reference tests run: GQA and MHA, tied and untied, biases, rope_scaling llama3 and linear, sliding
@@ -90,6 +90,9 @@ nlohmann::json tiny_mixtral_config();    // Mistral + 6 experts, top-2, under bl
 nlohmann::json tiny_qwen2_moe_config();  // Qwen2 + 6 experts, top-3, shared expert; 3 layers, the middle one dense
 nlohmann::json tiny_qwen3_moe_config();  // Qwen3 + 6 experts, top-2, norm_topk_prob
 nlohmann::json tiny_phi3_config();       // GQA 4/2, 4 of head 8 rotate, LongRoPE (short factors up to 64), window 5
+nlohmann::json tiny_bloom_config();      // ALiBi over 6 heads of 4 (not a power of two), tied
+nlohmann::json tiny_gemma2_config();     // 3 layers, head 8 ≠ 32 / 4, window 5 on layers 0 and 2, soft-capping
+nlohmann::json tiny_gemma3_config();     // 3 layers (global: layer 1), q/k norms, local/global RoPE, linear scaling
 
 /// max |a - b| over all elements (both converted to f32); the shapes must match (else +inf).
 double max_abs_diff(const Tensor& a, const Tensor& b);

@@ -72,6 +72,9 @@ class AlignDevicesHook : public nn::ModelHook {
   /// The model picked this module for the data (a routed expert): its offloaded weights are read now
   /// (Prefetcher::announce).
   void will_run_soon(nn::Module& module) override;
+  /// The model guesses this module may run (an expert of the next layer): read after what will run
+  /// (Prefetcher::announce with guess).
+  void may_run_soon(nn::Module& module) override;
   std::string describe() const override;
 
   const AlignDevicesOptions& options() const noexcept { return opts_; }

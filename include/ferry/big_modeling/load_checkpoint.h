@@ -48,6 +48,10 @@ struct LoadCheckpointOptions {
   std::vector<std::string> keep_in_fp32_modules;
   /// Unexpected and missing keys are errors instead of warnings.
   bool strict = false;
+  /// transformers' base_model_prefix ("transformer", "model"; empty: none): a checkpoint key that names no tensor of
+  /// the model but does with this prefix ("h.0.mlp..." of a bare BloomModel or GPT2Model checkpoint) loads as
+  /// "<prefix>.h.0.mlp...", as from_pretrained does. Disk entries then point at the key the file holds.
+  std::string base_model_prefix;
   /// Called after each tensor (empty: none).
   LoadProgressCallback on_progress;
 };

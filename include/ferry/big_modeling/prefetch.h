@@ -104,7 +104,9 @@ class Prefetcher {
   void will_run(const void* id);
   /// Module `id` will run soon, out of any fixed order (a routed expert): queue its weights now, before the
   /// look-ahead's, and treat it as data-dependent from now on (see above). Unknown ids are ignored.
-  void announce(const void* id);
+  /// guess: the model only guesses it may run (the next layer's likely experts): queued last, after the look-ahead;
+  /// the next announcement that is not a guess drops the guesses whose reads have not started (stale by then).
+  void announce(const void* id, bool guess = false);
   /// Module `id` has run (its forward returned): the end of a forward so far, for the tuner. Unknown ids are ignored.
   void has_run(const void* id);
 
@@ -133,6 +135,7 @@ class Prefetcher {
     std::shared_ptr<const io::WeightsMap> weights;
     std::vector<std::string> names;
     bool announced = false;  // goes before the look-ahead's jobs
+    bool guess = false;      // announced as a guess: last, dropped by the next certain announcement
   };
   static constexpr int kResidentAfter = 2;  // prefetches reading nothing before a module counts as resident
   static constexpr int kRecheckEvery = 8;   // a resident module is still prefetched at one lookup in this many

@@ -4,7 +4,8 @@
 // under init_empty_weights (no bytes), then the checkpoint's tensors go straight to where they will live.
 //
 // Architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (llama.h), GPT2LMHeadModel (gpt2.h),
-// GPTJForCausalLM (gptj.h), GPTNeoXForCausalLM (gpt_neox.h), OPTForCausalLM (opt.h), Phi3ForCausalLM (phi3.h).
+// GPTJForCausalLM (gptj.h), GPTNeoXForCausalLM (gpt_neox.h), OPTForCausalLM (opt.h), Phi3ForCausalLM (phi3.h),
+// BloomForCausalLM (bloom.h).
 #pragma once
 
 #include <filesystem>
@@ -63,9 +64,11 @@ struct FromPretrainedOptions {
   /// Set: from_pretrained fills it (classes, capacity, the cache itself) so that the caller can read its stats().
   std::shared_ptr<ExpertCache> expert_cache;
   /// Beyond HF, mixtures of experts with experts on disk: each sparse block guesses the next one's experts with that
-  /// block's router and announces them, so their reads start a layer early (SparseMoeBlock::set_next; how often the
-  /// guesses were routed: expert_use). false: only routed experts are read.
-  bool guess_experts = true;
+  /// block's router (SparseMoeBlock::set_next), and how often the guesses are routed is counted (expert_use); true
+  /// also reads the guesses ahead, after what runs. Off by default: on random weights (a third of the routed experts
+  /// guessed) the reads of wrong guesses cost more than the right ones save (docs/benchmarks.md); turn it on where
+  /// the counts show that the guesses are mostly routed.
+  bool guess_experts = false;
   /// Called after each tensor is loaded (for progress bars); empty = none.
   LoadProgressCallback on_progress;
   /// Beyond HF: offloaded modules read this many modules ahead while one computes (DispatchOptions::prefetch);

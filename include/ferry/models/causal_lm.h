@@ -25,6 +25,7 @@
 #include "ferry/core/tensor.h"
 #include "ferry/models/kv_cache.h"
 #include "ferry/models/language_model.h"
+#include "ferry/nn/linear.h"
 #include "ferry/nn/module.h"
 
 namespace ferry::models {
@@ -72,6 +73,18 @@ class CausalLM : public LanguageModel {
   CausalLMInfo info_;
 };
 
+/// The sizes a decoder-only config gives CausalLMInfo, in transformers' config names.
+struct DecoderSizes {
+  int64_t vocab_size = 0, hidden_size = 0, num_hidden_layers = 0, num_attention_heads = 0, num_key_value_heads = 0,
+          head_dim = 0, max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+};
+
+/// CausalLMInfo of a model laid out as LlamaForCausalLM: base model "model", layers "model.layers", every layer
+/// cached; the rest (experts, other prefixes) is the caller's to change.
+CausalLMInfo model_layers_info(std::string architecture, std::string model_type, std::string block_class,
+                               const DecoderSizes& sizes);
+
 /// The forward inputs of a base model (LlamaModel, GPT2Model, ...), parsed and checked once.
 struct CausalLMInputs {
   Tensor input_ids;      // i64 [T]
@@ -90,6 +103,11 @@ int64_t logits_to_keep_arg(const nn::Args& args, std::string_view where);
 /// A *ForCausalLM's forward (causal_lm.h's contract): `body` (returning {last_hidden_state, past_key_values}) on
 /// args, the rows "logits_to_keep" keeps, then `head` -> {logits, past_key_values}. `where` names the model in errors.
 nn::Value forward_through_head(nn::Module& body, nn::Module& head, const nn::Args& args, std::string_view where);
+
+/// A *ForCausalLM's output head, registered on `owner` as "lm_head": Linear(in_features → vocab_size); with `tied`
+/// (config.json's tie_word_embeddings) its weight is `embedding`'s own tensor, as transformers ties them.
+std::shared_ptr<nn::Linear> register_lm_head(nn::Module& owner, const nn::Module& embedding, int64_t in_features,
+                                             int64_t vocab_size, bool tied, DType dtype, bool bias = false);
 
 /// The last `logits_to_keep` rows of hidden [T, C] (all of them for 0 or n ≥ T), a view.
 /// HF: slice_logits_to_keep

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -106,9 +107,19 @@ std::shared_ptr<KvCacheBatch> batch_from_args(const nn::Args& args);
 
 /// One attention layer's cache step for either form of "past_key_values" in `args`: appends k, v [T, Hkv, D] to
 /// the cache (or, for a KvCacheBatch, each sequence's rows to that sequence's cache) and runs ops::attention of
-/// q [T, Hq, D] against the keys each query may see. Returns [T, Hq, Dv] f32. `where` names the module in errors.
-Tensor cached_attention(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q,
-                        const Tensor& k, const Tensor& v, float scale, int64_t sliding_window = 0);
+/// q [T, Hq, D] against the keys each query may see (softcap: ops::attention's score soft-capping, 0 for none).
+/// Returns [T, Hq, Dv] f32. `where` names the module in errors.
+Tensor cached_attention(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q, const Tensor& k,
+                        const Tensor& v, float scale, int64_t sliding_window = 0, float softcap = 0.0f);
+
+/// One sequence's attention for cached_attention_with: q [T_i, Hq, D] against all keys and values of that
+/// sequence's cache [S_i, Hkv, D], the queries at cache positions q_offset .. S_i - 1. Returns [T_i, Hq, Dv] f32.
+using AttendFn = std::function<Tensor(const Tensor& q, const Tensor& keys, const Tensor& values, int64_t q_offset)>;
+/// cached_attention's cache step with the attention op given: `attend` runs once per sequence (once for a single
+/// cache) after its keys are appended — for attention whose inputs depend on each sequence's length (BLOOM's ALiBi
+/// bias over the positions 0 .. S_i - 1).
+Tensor cached_attention_with(const nn::Args& args, std::string_view where, int64_t layer, const Tensor& q,
+                             const Tensor& k, const Tensor& v, const AttendFn& attend);
 
 /// Bytes one token adds to one layer's cache: keys and values, 2 · Hkv · D · sizeof(dtype).
 int64_t kv_cache_bytes_per_token(int64_t num_key_value_heads, int64_t head_dim, DType dtype);

@@ -116,12 +116,16 @@ class SparseMoeBlock : public nn::Module {
   const MoeConfig& config() const noexcept { return config_; }
   /// Expert runs since construction (a routed expert runs once per forward on all its tokens).
   ExpertUse use() const noexcept { return use_; }
-  /// Reading ahead by guessing (beyond transformers): once this block has routed its tokens, it applies `next`'s
-  /// router to its own input — the residual stream changes little from one layer to the next — and announces the
-  /// experts that picks (nn::announce_will_run), after its own, so an offloaded guess is read while this block and
-  /// the next attention compute. Only when `next`'s router weight is in memory on this block's device (a guess never
-  /// loads anything). nullptr: no guessing.
-  void set_next(SparseMoeBlock* next) noexcept { next_ = next; }
+  /// Guessing the next layer's experts (beyond transformers): once this block has routed its tokens, it applies
+  /// `next`'s router to its own input — the residual stream changes little from one layer to the next — and records
+  /// the experts that picks, which `next` scores when it routes (ExpertUse::guessed_routed). With `read_ahead` it
+  /// also announces them (nn::announce_may_run), so offloaded guesses are read after what runs now, while this block
+  /// and the next attention compute. Only when `next`'s router weight is in memory on this block's device (a guess
+  /// never loads anything). nullptr: no guessing.
+  void set_next(SparseMoeBlock* next, bool read_ahead = true) noexcept {
+    next_ = next;
+    read_ahead_ = read_ahead;
+  }
 
   std::shared_ptr<TopKRouter> gate;
   std::shared_ptr<nn::ModuleList> experts;         // GatedMLP each
@@ -134,11 +138,13 @@ class SparseMoeBlock : public nn::Module {
   MoeConfig config_;
   ExpertUse use_;
   SparseMoeBlock* next_ = nullptr;
+  bool read_ahead_ = true;
   std::vector<int32_t> guessed_;  // experts the previous block announced for this one (sorted), scored at routing
 };
 
-/// Turns guessing on (each sparse block of `model` guesses for the next one, in module order) or off.
-void set_expert_guessing(nn::Module& model, bool on);
+/// Turns guessing on (each sparse block of `model` guesses for the next one, in module order; with `read_ahead` the
+/// guesses are also read ahead) or off.
+void set_expert_guessing(nn::Module& model, bool on, bool read_ahead = true);
 /// The ExpertUse of every sparse block of `model`, summed.
 ExpertUse expert_use(nn::Module& model);
 

@@ -50,6 +50,10 @@ class ModelHook {
   /// ferry only: the model knows the module will run soon, though not in a fixed order (the experts a mixture-of-
   /// experts router picked for this token). A hook that fetches weights ahead starts on this module's now.
   virtual void will_run_soon(Module& module) { (void)module; }
+  /// ferry only: the model guesses the module may run soon (the experts the next layer's router would pick now). A
+  /// hook that fetches weights ahead may start on them once what will run is under way; a guess never delays a
+  /// module announced by will_run_soon, and the next will_run_soon makes the guesses not yet started stale.
+  virtual void may_run_soon(Module& module) { (void)module; }
 
   /// For messages and debugging ("AlignDevicesHook(execution_device=cuda:0, offload=true)").
   virtual std::string describe() const { return "ModelHook"; }
@@ -68,6 +72,7 @@ class SequentialHook : public ModelHook {
   void detach_hook(Module& module) override;
   void forward_failed(Module& module) noexcept override;
   void will_run_soon(Module& module) override;
+  void may_run_soon(Module& module) override;
   std::string describe() const override;
 
   const std::vector<std::shared_ptr<ModelHook>>& hooks() const noexcept { return hooks_; }
@@ -94,6 +99,8 @@ void remove_hook_from_module(Module& module, bool recurse = false);
 /// picks from the data (the experts a router chose), so offloaded weights are fetched ahead though no fixed order
 /// predicts them. Modules without a hook are skipped.
 void announce_will_run(std::span<Module* const> modules);
+/// The same for modules the model guesses may run (ModelHook::may_run_soon): fetched ahead with a lower priority.
+void announce_may_run(std::span<Module* const> modules);
 
 /// remove_hook_from_module(child, recurse=true) for every direct child; the module's own hook stays.
 /// Accelerate: remove_hook_from_submodules

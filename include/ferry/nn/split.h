@@ -16,4 +16,10 @@ namespace ferry::nn {
 /// torch: x.split(sizes, dim=-1). Throws ferry::Error when the sizes do not add up to x's last dimension.
 std::vector<Tensor> split_last_dim(const Tensor& x, const std::vector<int64_t>& sizes);
 
+/// A fused query/key/value projection's output qkv [T, 3·H·D] as q, k, v, each [T, H, D]. Per head (blocks false):
+/// the columns are [H, 3, D], each head's q, k and v side by side (GPT-NeoX's and BLOOM's query_key_value); with
+/// `blocks`, [3, H, D]: all queries, then all keys, then all values (the order llama.cpp's converter writes them in).
+/// Throws ferry::Error when qkv is not [T, 3·H·D].
+std::vector<Tensor> split_fused_qkv(const Tensor& qkv, int64_t heads, int64_t head_dim, bool blocks);
+
 }  // namespace ferry::nn

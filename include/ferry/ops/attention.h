@@ -12,10 +12,12 @@ namespace ferry::ops {
 /// Query t sits at absolute position q_offset + t and attends keys 0 .. q_offset + t (causal); with
 /// sliding_window > 0 only the last sliding_window of those (Mistral: keys in (pos − window, pos]). Keys past
 /// q_offset + T − 1 are never read, so the cache may be preallocated longer (S ≥ q_offset + T is required).
-/// scale multiplies q·k (usually 1/√D); softmax runs in f32. Returns [T, Hq, Dv] f32 on q's device.
-/// Throws ferry::Error naming the shapes when heads, dims or cache length do not fit.
+/// scale multiplies q·k (usually 1/√D); softmax runs in f32. softcap > 0 caps each scaled score s to
+/// softcap · tanh(s / softcap) before the softmax (Gemma 2's attn_logit_softcapping); 0 leaves scores as they are.
+/// Returns [T, Hq, Dv] f32 on q's device. Throws ferry::Error naming the shapes when heads, dims or cache length do
+/// not fit, or for a negative softcap.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
-                 int64_t sliding_window = 0);
+                 int64_t sliding_window = 0, float softcap = 0.0f);
 
 }  // namespace ferry::ops
 

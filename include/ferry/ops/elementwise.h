@@ -21,5 +21,7 @@ inline Tensor gelu_new(const Tensor& x) { return gelu_tanh(x); }
 Tensor relu(const Tensor& x);
 /// silu(gate) · up, the SwiGLU MLP's middle step, in one pass.
 Tensor silu_mul(const Tensor& gate, const Tensor& up);
+/// cap · tanh(x / cap), Gemma 2's final_logit_softcapping (transformers: logits / cap, tanh, · cap). cap > 0.
+Tensor softcap(const Tensor& x, float cap);
 
 }  // namespace ferry::ops

@@ -1,7 +1,8 @@
-// Activations on cpu: silu, gelu (erf), gelu_tanh (gelu_new), relu and the fused silu(gate)·up, with their
+// Activations on cpu: silu, gelu (erf), gelu_tanh (gelu_new), relu, the fused silu(gate)·up and softcap, with their
 // scalar kernels written exactly as PyTorch defines them (std::exp / std::erf / std::tanh in f32). These are
 // the reference the AVX2 kernels (activation_avx2.cc) are tested against.
 #include <cmath>
+#include <string>
 
 #include "check.h"
 #include "ops/cuda_ops.h"
@@ -64,6 +65,21 @@ Tensor gelu_tanh(const Tensor& x) {
   return unary("gelu_tanh", x, &cpu::ElementwiseKernels::gelu_tanh, cuda::Activation::GeluTanh);
 }
 Tensor relu(const Tensor& x) { return unary("relu", x, &cpu::ElementwiseKernels::relu, cuda::Activation::Relu); }
+
+Tensor softcap(const Tensor& x, float cap) {
+  if (!(cap > 0.0f)) cpu::fail("softcap", "cap must be positive, got " + std::to_string(cap));
+  if constexpr (cuda::kBuilt) {
+    if (cuda::on_gpu(x)) return cuda::softcap(x, cap);
+  }
+  cpu::check_f32("softcap", "x", x);
+  Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  cpu::parallel_elements(x.numel(), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) yp[i] = std::tanh(xp[i] / cap) * cap;
+  });
+  return y;
+}
 
 Tensor silu_mul(const Tensor& gate, const Tensor& up) {
   if constexpr (cuda::kBuilt) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "attention_kernels.h"
@@ -20,13 +21,14 @@ namespace cpu {
 namespace scalar {
 
 void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv,
-            int64_t D, int64_t Dv, int64_t n, float scale, float* scores, float* out) {
+            int64_t D, int64_t Dv, int64_t n, float scale, float softcap, float* scores, float* out) {
   for (int64_t h = 0; h < heads; ++h, q += D, out += Dv) {
     for (int64_t j = 0; j < n; ++j) {
       float dot = 0;
       for (int64_t d = 0; d < D; ++d) dot += q[d] * load_f32(kv, k, j * k_stride + d);
       scores[j] = dot * scale;
     }
+    softcap_scores(scores, n, softcap);
     softmax(scores, scores, n);
     for (int64_t d = 0; d < Dv; ++d) out[d] = 0;
     for (int64_t j = 0; j < n; ++j)
@@ -35,6 +37,11 @@ void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, cons
 }
 
 }  // namespace scalar
+
+void softcap_scores(float* scores, int64_t n, float softcap) {
+  if (softcap <= 0.0f) return;
+  for (int64_t j = 0; j < n; ++j) scores[j] = std::tanh(scores[j] / softcap) * softcap;  // transformers' order
+}
 
 AttendFn attend_kernel(Isa isa) {
 #if FERRY_X86_KERNELS
@@ -82,10 +89,11 @@ void check_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t 
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
-                 int64_t sliding_window) {
+                 int64_t sliding_window, float softcap) {
   check_attention(q, k, v, q_offset, sliding_window);
+  if (!(softcap >= 0.0f)) cpu::fail("attention", fmt::format("softcap {} must be ≥ 0 (0: no soft-capping)", softcap));
   if constexpr (cuda::kBuilt) {
-    if (cuda::on_gpu(q)) return cuda::attention(q, k, v, q_offset, scale, sliding_window);
+    if (cuda::on_gpu(q)) return cuda::attention(q, k, v, q_offset, scale, sliding_window, softcap);
   }
   for (auto [name, t] : {std::pair{"q", &q}, std::pair{"k", &k}, std::pair{"v", &v}}) {
     cpu::check_host("attention", name, *t);
@@ -115,7 +123,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_of
       const int64_t n = pos - lo + 1;
       const char* krow = kp + static_cast<std::size_t>(lo * k_stride + kvh * D) * esize;
       const char* vrow = vp + static_cast<std::size_t>(lo * v_stride + kvh * Dv) * esize;
-      attend(qp + (t * Hq + h0) * D, slice, krow, k_stride, vrow, v_stride, k.dtype(), D, Dv, n, scale,
+      attend(qp + (t * Hq + h0) * D, slice, krow, k_stride, vrow, v_stride, k.dtype(), D, Dv, n, scale, softcap,
              scores.data(), op + (t * Hq + h0) * Dv);
     }
   });

@@ -13,20 +13,24 @@ namespace ferry::ops::cpu {
 
 /// q: heads × D floats (head h at q + h·D). k, v: the first of n cache rows of dtype kv (f32, f16 or bf16),
 /// consecutive rows k_stride (Hkv·D) and v_stride (Hkv·Dv) elements apart. scores: scratch of heads × n floats.
-/// out: heads × Dv floats, out_h = Σ_j softmax_j(scale · q_h·k_j) · v_j.
+/// out: heads × Dv floats, out_h = Σ_j softmax_j(cap(scale · q_h·k_j)) · v_j, where cap(s) = softcap ·
+/// tanh(s / softcap) for softcap > 0 and s otherwise.
 using AttendFn = void (*)(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v,
-                          int64_t v_stride, DType kv, int64_t D, int64_t Dv, int64_t n, float scale, float* scores,
-                          float* out);
+                          int64_t v_stride, DType kv, int64_t D, int64_t Dv, int64_t n, float scale, float softcap,
+                          float* scores, float* out);
+
+/// scores[j] = softcap · tanh(scores[j] / softcap) for j < n; nothing when softcap ≤ 0. Shared by both kernels.
+void softcap_scores(float* scores, int64_t n, float softcap);
 
 AttendFn attend_kernel(Isa isa);
 
 namespace scalar {
 void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv,
-            int64_t D, int64_t Dv, int64_t n, float scale, float* scores, float* out);
+            int64_t D, int64_t Dv, int64_t n, float scale, float softcap, float* scores, float* out);
 }
 namespace avx2 {
 void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv,
-            int64_t D, int64_t Dv, int64_t n, float scale, float* scores, float* out);
+            int64_t D, int64_t Dv, int64_t n, float scale, float softcap, float* scores, float* out);
 }
 
 }  // namespace ferry::ops::cpu

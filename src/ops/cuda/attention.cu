@@ -23,7 +23,8 @@ template <class KV>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,
                      const float* __restrict__ bias, float* __restrict__ out, int64_t T, int64_t Hq, int64_t Hkv,
-                     int64_t S, int64_t D, int64_t Dv, int64_t q_offset, float scale, int64_t window, bool causal) {
+                     int64_t S, int64_t D, int64_t Dv, int64_t q_offset, float scale, int64_t window, bool causal,
+                     float softcap) {
   __shared__ float part_m[kWarps], part_l[kWarps];
   __shared__ float part_acc[kWarps][kMaxPerLane * 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -51,7 +52,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int64_t d = lane + 32 * i;
       if (d < D) dot += qr[i] * ld(kr, d);
     }
-    const float s = warp_sum(dot) * scale + (brow ? brow[j] : 0.0f);
+    float s = warp_sum(dot) * scale;
+    if (softcap > 0.0f) s = tanhf(s / softcap) * softcap;  // Gemma 2's attn_logit_softcapping, before any bias
+    s += brow ? brow[j] : 0.0f;
     const float m_new = fmaxf(m, s);
     const float corr = expf(m - m_new);  // 0 for the first key (m = -inf)
     const float p = expf(s - m_new);
@@ -85,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // Shapes, dtypes and positions were checked by the public op (cpu/attention.cc, cpu/attention_bias.cc) before
 // it came here: devices and the kernel's own limits are left.
 Tensor run_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
-                     int64_t q_offset, float scale, int64_t sliding_window, bool causal) {
+                     int64_t q_offset, float scale, int64_t sliding_window, bool causal, float softcap = 0.0f) {
   check_gpu(op, "k", k, q);
   check_gpu(op, "v", v, q);
   if (bias.defined()) check_gpu_f32(op, "bias", bias, q);
@@ -102,10 +105,12 @@ Tensor run_attention(const char* op, const Tensor& q, const Tensor& k, const Ten
   set_device(q);
   with_float_type(op, k.dtype(), [&](auto tag) {
     using KV = decltype(tag);
-    attention_kernel<KV><<<static_cast<unsigned>(T * Hq), kWarps * 32>>>(
-        q.data<float>(), static_cast<const KV*>(k.raw_data()), static_cast<const KV*>(v.raw_data()),
-        bias.defined() ? bias.data<float>() : nullptr, out.data<float>(), T, Hq, Hkv, S, D, Dv, q_offset, scale,
-        sliding_window, causal);
+    attention_kernel<KV>
+        <<<static_cast<unsigned>(T * Hq), kWarps * 32>>>(q.data<float>(), static_cast<const KV*>(k.raw_data()),
+                                                         static_cast<const KV*>(v.raw_data()),
+                                                         bias.defined() ? bias.data<float>() : nullptr,
+                                                         out.data<float>(), T, Hq, Hkv, S, D, Dv, q_offset, scale,
+                                                         sliding_window, causal, softcap);
   });
   check_launch(op);
   return out;
@@ -114,8 +119,8 @@ Tensor run_attention(const char* op, const Tensor& q, const Tensor& k, const Ten
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_offset, float scale,
-                 int64_t sliding_window) {
-  return run_attention("attention", q, k, v, Tensor(), q_offset, scale, sliding_window, /*causal=*/true);
+                 int64_t sliding_window, float softcap) {
+  return run_attention("attention", q, k, v, Tensor(), q_offset, scale, sliding_window, /*causal=*/true, softcap);
 }
 
 Tensor attention_with_bias(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias, int64_t q_offset,

@@ -1,5 +1,5 @@
 // Elementwise ops and activations on a GPU: add/mul with the trailing-shape broadcast of elementwise.h (b repeats
-// every b.numel() elements of a), scale, silu, gelu (erf), gelu_tanh, relu and the fused silu·mul of SwiGLU.
+// every b.numel() elements of a), scale, silu, gelu (erf), gelu_tanh, relu, the fused silu·mul of SwiGLU and softcap.
 #include <algorithm>
 
 #include "common.cuh"
@@ -38,6 +38,11 @@ __global__ void activation_kernel(const float* x, float* y, int64_t n, Activatio
     }
     y[i] = r;
   }
+}
+
+__global__ void softcap_kernel(const float* x, float cap, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = tanhf(x[i] / cap) * cap;
 }
 
 __global__ void silu_mul_kernel(const float* g, const float* u, float* y, int64_t n) {
@@ -88,6 +93,16 @@ Tensor activation(const Tensor& x, Activation act) {
   set_device(x);
   activation_kernel<<<grid_for(x.numel(), 256), 256>>>(x.data<float>(), y.data<float>(), x.numel(), act);
   check_launch("activation");
+  return y;
+}
+
+Tensor softcap(const Tensor& x, float cap) {
+  check_gpu_f32("softcap", "x", x, x);
+  Tensor y = Tensor::empty(x.shape(), DType::F32, x.device());
+  if (x.numel() == 0) return y;
+  set_device(x);
+  softcap_kernel<<<grid_for(x.numel(), 256), 256>>>(x.data<float>(), cap, y.data<float>(), x.numel());
+  check_launch("softcap");
   return y;
 }
 
