@@ -326,6 +326,59 @@ void BM_PrefillSmallBatchVsGemm(benchmark::State& state, DType dtype) {
 BENCHMARK_CAPTURE(BM_PrefillSmallBatchVsGemm, bf16, DType::BF16)->ArgNames({"N", "K"})->Args({2048, 2048})
     ->Args({5632, 2048})->Args({2048, 5632})->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// bf16 weights on Intel AMX against the AVX-512 BF16 kernels (issue 39): ops::linear of M rows under each ISA,
+// alternating, several weight copies cycled so that M = 1 reads them from memory as decode does. M = 1 and 16: the
+// memory-bound regime (decode, small batches), where the two should match; M = 512: prefill, where AMX should win.
+void BM_AmxVsAvx512(benchmark::State& state) {
+  if (!cpu_supports(Isa::AMX)) {
+    state.SkipWithError("this CPU does not run AMX tiles");
+    return;
+  }
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  const double bytes = double(N) * double(K) * 2;
+  const int copies = std::max(2, static_cast<int>((double(256 << 20) + bytes - 1) / bytes));
+  std::vector<Tensor> weights;
+  for (int i = 0; i < copies; ++i) weights.push_back(random_tensor({N, K}, DType::BF16, static_cast<uint64_t>(i)));
+  Tensor x = random_tensor({M, K}, DType::F32, 99), y = Tensor::empty({M, N}, DType::F32);
+  Passes amx, avx512;
+  int i = 0;
+  auto timed = [&](Isa isa) {
+    ScopedIsa scoped(isa);
+    const auto t0 = Clock::now();
+    ops::linear_into(x, weights[i++ % copies], {}, y);
+    return seconds_since(t0);
+  };
+  for (int w = 0; w < 2 * copies; ++w) timed(w % 2 ? Isa::AMX : Isa::AVX512);  // warm up
+  for (auto _ : state) {
+    const double a = timed(Isa::AMX), b = timed(Isa::AVX512);
+    amx.add(a), avx512.add(b);
+    state.SetIterationTime(a);
+  }
+  const double gflop = 2.0 * double(M) * double(N) * double(K) / 1e9;
+  state.counters["amx_GFLOPs"] = amx.best_rate(gflop);
+  state.counters["avx512_GFLOPs"] = avx512.best_rate(gflop);
+  state.counters["amx_GBps"] = amx.best_rate(bytes / 1e9);
+  state.counters["avx512_GBps"] = avx512.best_rate(bytes / 1e9);
+  state.counters["amx_over_avx512"] = avx512.best / amx.best;
+  state.counters["amx_over_avx512_mean"] = amx.mean_rate(1) / avx512.mean_rate(1);
+}
+// T5-v1.1-large (1024 x 1024, 2816 x 1024) and TinyLlama (2048 x 2048, 5632 x 2048, 2048 x 5632) shapes.
+BENCHMARK(BM_AmxVsAvx512)
+    ->Name("Linear/bf16_amx_vs_avx512")
+    ->ArgNames({"M", "N", "K"})
+    ->Args({1, 1024, 1024})
+    ->Args({1, 2816, 1024})
+    ->Args({1, 2048, 2048})
+    ->Args({1, 5632, 2048})
+    ->Args({1, 2048, 5632})
+    ->Args({16, 5632, 2048})
+    ->Args({64, 5632, 2048})
+    ->Args({512, 2048, 2048})
+    ->Args({512, 5632, 2048})
+    ->Args({512, 2048, 5632})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 // ---- GEMM (prefill) -------------------------------------------------------------------------------------------
 
 constexpr int64_t kM = 512, kN = 4096, kK = 4096;

@@ -1,16 +1,16 @@
 # ferry_layer(NAME DIR DEPS...) makes the static library ferry_<NAME> from every .cc below src/<DIR>.
 # Files named *_avx2.cc are the AVX2/FMA/F16C translation units, *_avx512.cc the AVX-512 (F/BW/VL/DQ/VNNI) ones
-# and *_avx512bf16.cc those that also use AVX512_BF16: only they get those flags, and code reaches
+# *_avx512bf16.cc those that also use AVX512_BF16 and *_amx.cc those that also use the AMX tiles: only they get those flags, and code reaches
 # them through run-time dispatch (include/ferry/core/cpu_features.h), so one binary runs on any x86-64; other
 # CPUs build without them (FerryOptions.cmake, FERRY_X86_KERNELS). Files below a cuda/ folder are built only with
 # the CUDA backend.
 
-# ferry_isa_sources(LIST_VAR): gives the files of ${LIST_VAR} named *_avx2.cc, *_avx512.cc, *_avx512bf16.cc their ISA
+# ferry_isa_sources(LIST_VAR): gives the files of ${LIST_VAR} named *_avx2.cc, *_avx512.cc, *_avx512bf16.cc, *_amx.cc their ISA
 # flags on x86-64 and removes them from the list elsewhere (FERRY_X86_KERNELS off).
 function(ferry_isa_sources list_var)
   set(srcs ${${list_var}})
   if(NOT FERRY_X86_KERNELS)
-    list(FILTER srcs EXCLUDE REGEX "_avx(2|512|512bf16)\\.cc$")
+    list(FILTER srcs EXCLUDE REGEX "_(avx2|avx512|avx512bf16|amx)\\.cc$")
     set(${list_var} ${srcs} PARENT_SCOPE)
     return()
   endif()
@@ -23,6 +23,9 @@ function(ferry_isa_sources list_var)
     elseif(f MATCHES "_avx512bf16\\.cc$")
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")
+    elseif(f MATCHES "_amx\\.cc$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mamx-tile;-mamx-bf16;-mamx-int8")
     endif()
   endforeach()
 endfunction()

@@ -15,7 +15,7 @@ if(FERRY_SANITIZE)
   target_link_options(ferry_options INTERFACE -fsanitize=address,undefined)
 endif()
 
-# The x86 kernels (files named *_avx2.cc, *_avx512.cc, *_avx512bf16.cc, chosen at run time by cpu_isa()) are built
+# The x86 kernels (files named *_avx2.cc, *_avx512.cc, *_avx512bf16.cc, *_amx.cc, chosen at run time by cpu_isa()) are built
 # only for x86-64. On other CPUs (aarch64: Graviton, Ampere, Apple silicon under Linux) those files are left out,
 # FERRY_X86_KERNELS is undefined and every op runs its portable C++ path (scripts/cross-check builds and tests that
 # under qemu).

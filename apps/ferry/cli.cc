@@ -10,6 +10,7 @@
 #include <map>
 
 #include "ferry/big_modeling/module_sizes.h"
+#include "ferry/core/cpu_features.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/core/thread_pool.h"
@@ -51,6 +52,10 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
                  "stops there (0, the default: the model's context, and no reservation: Accelerate's plan)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--isa", isa,
+                 "CPU kernels to use at most: scalar, avx2, avx512 or amx (default: the best this CPU runs; as "
+                 "FERRY_ISA), for comparisons and bug reports")
+      ->check(CLI::IsMember({"scalar", "avx2", "avx512", "amx"}));
   cmd.add_flag("--no-disk", no_disk, "never offload to disk: fail (with the numbers) when the budget is too small");
   cmd.add_option_function<std::string>(
          "--prefetch", [this](const std::string& s) { prefetch = parse_prefetch(s, "--prefetch"); },
@@ -102,6 +107,20 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
 
 void ModelFlags::apply() const {
   if (threads > 0) set_num_threads(threads);
+  if (!isa.empty()) {
+    for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
+      if (isa != isa_name(i)) continue;
+      if (!cpu_supports(i)) {
+        std::string why = i == Isa::AMX && !amx_unavailable_reason().empty()
+                              ? std::string(amx_unavailable_reason())
+                              : "this CPU does not run " + isa +
+                                    " (best: " + std::string(isa_name(supported_isas().back())) + ")";
+        throw Error(ErrorKind::InvalidValue, "--isa " + isa + " is not available: " + why, "",
+                    "pass a lower --isa, or leave it out to use the best this CPU runs");
+      }
+      set_cpu_isa(i);
+    }
+  }
   if (model.empty()) throw Error("no model folder given", "", "pass -m FOLDER (a Hugging Face model folder)");
   if (!std::filesystem::exists(model))
     throw Error(ErrorKind::NotFound, "model folder not found", model,
@@ -195,6 +214,18 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
     start = comma + 1;
   }
   return out;
+}
+
+std::string cpu_kernels_description() {
+  const Isa isa = cpu_isa();
+  std::string d(isa_name(isa));
+  if (isa == Isa::AMX) d += " (bf16 linear layers on AMX tiles, the rest AVX-512)";
+  else if (isa == Isa::AVX512 && cpu_has_avx512_bf16()) d += " (bf16 linear layers with AVX512_BF16)";
+  if (isa < Isa::AMX && !amx_unavailable_reason().empty())
+    d += "; AMX not used: " + std::string(amx_unavailable_reason());
+  else if (isa < supported_isas().back())
+    d += "; capped (FERRY_ISA or --isa), this CPU runs " + std::string(isa_name(supported_isas().back()));
+  return d + ", " + std::to_string(num_threads()) + (num_threads() == 1 ? " thread" : " threads");
 }
 
 bool stdout_is_tty() { return ::isatty(STDOUT_FILENO) == 1; }

@@ -37,6 +37,7 @@ struct ModelFlags {
   int64_t context = 0;            // tokens a sequence may hold: reserved in the plan, a stop (0: the model's context)
   bool no_disk = false;           // never plan onto disk: a model that does not fit is an error
   int threads = 0;                // -t; 0 = all cores
+  std::string isa;                // --isa scalar | avx2 | avx512 | amx: cap the CPU kernels (FERRY_ISA)
   int prefetch = kPrefetchAuto;   // offloaded modules read ahead; 0 = synchronous (Accelerate); auto = measured
   std::string offload_io = "auto";  // auto | direct | mmap: how disk-placed weights are read
   bool no_mmap = false, mmap = false;  // cpu-placed weights copied / kept as checkpoint views (neither: auto)
@@ -68,6 +69,10 @@ MaxMemory parse_max_memory_flag(const std::string& text);
 
 /// A comma-separated list of integers ("1,2,3"). Throws ferry::Error naming the bad item.
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& flag);
+
+/// The CPU kernels in use, for `ferry inspect` and `ferry bench`: "amx (bf16 linear layers on AMX tiles, the rest
+/// AVX-512), 2 threads", with the reason when the CPU lists AMX and it is not used.
+std::string cpu_kernels_description();
 
 /// True when stdout is a terminal (progress bars and colours only then).
 bool stdout_is_tty();

@@ -67,8 +67,15 @@ void bench_seq2seq(LoadedModel& lm, int64_t pp, int64_t tg, int64_t reps, bool j
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& [test, st] : rows)
-      j.push_back({{"model", lm.architecture}, {"size_bytes", bytes}, {"test", test}, {"t_s_mean", st.mean},
-                   {"t_s_sd", st.sd}, {"repetitions", reps}, {"dtype", std::string(dtype_name(lm.dtype))}, {"batch", 1}});
+      j.push_back({{"model", lm.architecture},
+                   {"size_bytes", bytes},
+                   {"test", test},
+                   {"t_s_mean", st.mean},
+                   {"t_s_sd", st.sd},
+                   {"repetitions", reps},
+                   {"dtype", std::string(dtype_name(lm.dtype))},
+                   {"batch", 1},
+                   {"cpu_kernels", cpu_kernels_description()}});
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -77,6 +84,7 @@ void bench_seq2seq(LoadedModel& lm, int64_t pp, int64_t tg, int64_t reps, bool j
     table.push_back({lm.architecture + " " + std::string(dtype_name(lm.dtype)), format_bytes(bytes), test,
                      fmt::format("{:.2f} ± {:.2f}", st.mean, st.sd)});
   print_table(stdout, table);
+  std::printf("cpu kernels: %s\n", cpu_kernels_description().c_str());
 }
 
 struct BenchOptions {
@@ -190,6 +198,7 @@ void print_decoder_json(const DecoderResults& res, const LoadedModel& lm, const 
                  {"dtype", std::string(dtype_name(lm.dtype))},
                  {"batch", r.batch},
                  {"prefetch", prefetch_name(o.flags.prefetch)},
+                 {"cpu_kernels", cpu_kernels_description()},
                  {"weights_bytes", res.bytes},
                  {"streamed_bytes_per_token", lm.streamed_bytes_per_forward}});
   for (auto& row : j)
@@ -217,6 +226,7 @@ void print_decoder_table(const DecoderResults& res, const LoadedModel& lm, const
       table.back().push_back(r.test.rfind("tg", 0) == 0 && tg1 > 0 ? fmt::format("{:.2f}", r.tps.mean / tg1) : "");
   }
   print_table(stdout, table);
+  std::printf("cpu kernels: %s\n", cpu_kernels_description().c_str());
   if (res.h2d_per_token > 0)
     std::printf("host→device during tg: %s per token, %.2f GB/s\n",
                 format_bytes(static_cast<int64_t>(res.h2d_per_token)).c_str(), res.h2d_gb_per_s);

@@ -30,6 +30,7 @@ void inspect_gguf(const std::string& path, bool no_tensors) {
   std::string stored;
   for (const auto& [name, n] : types) stored += (stored.empty() ? "" : ", ") + name + " " + std::to_string(n);
   std::printf("stored types   %s (elements)\n", stored.c_str());
+  std::printf("cpu kernels    %s\n", cpu_kernels_description().c_str());
   try {
     const models::ConfigJson c = models::gguf_config(f);
     std::printf("as             %s: %lld layers, hidden %lld, heads %lld (kv %lld), vocab %lld; loads as %s\n",
@@ -126,8 +127,9 @@ void add_inspect_command(CLI::App& app) {
     for (const auto& [dt, n] : s.stored_dtypes)
       stored += (stored.empty() ? "" : ", ") + std::string(dtype_name(dt)) + " " + std::to_string(n);
     std::printf("stored dtypes  %s (elements)\n", stored.c_str());
-    std::printf("format         %s%s\n\n", s.format == io::CheckpointFormat::Safetensors ? "safetensors" : "pytorch .bin",
+    std::printf("format         %s%s\n", s.format == io::CheckpointFormat::Safetensors ? "safetensors" : "pytorch .bin",
                 s.sharded ? ", sharded" : "");
+    std::printf("cpu kernels    %s\n\n", cpu_kernels_description().c_str());
     std::vector<std::vector<std::string>> shards{{"shard", "file size", "tensors", "tensor bytes"}};
     for (const auto& sh : s.shards)
       shards.push_back({sh.file, format_bytes(static_cast<int64_t>(sh.file_bytes)), std::to_string(sh.tensor_count),

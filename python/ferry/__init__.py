@@ -18,8 +18,11 @@ from ._ferry import (
     GenerateOutput,
     PreTrainedModel,
     Tokenizer,
+    cpu_isa,
     infer_auto_device_map,
     init_empty_weights,
+    set_cpu_isa,
+    supported_isas,
 )
 
 __version__ = "0.1.0"
@@ -35,6 +38,9 @@ __all__ = [
     "OutOfMemoryError",
     "PreTrainedModel",
     "Tokenizer",
+    "cpu_isa",
     "infer_auto_device_map",
     "init_empty_weights",
+    "set_cpu_isa",
+    "supported_isas",
 ]

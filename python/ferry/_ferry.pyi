@@ -141,4 +141,10 @@ def infer_auto_device_map(model: Union[PreTrainedModel, PathLike, Mapping[str, A
                           max_memory: Optional[MaxMemory] = None,
                           no_split_module_classes: Optional[Sequence[str]] = None, dtype: Optional[DType] = None,
                           clean_result: bool = True, offload_buffers: bool = False) -> DeviceMap: ...
+def cpu_isa() -> str:
+    """The CPU kernels in use: 'scalar', 'avx2', 'avx512' or 'amx' (bf16 linear layers on Intel AMX tiles)."""
+def supported_isas() -> list[str]:
+    """Every kernel set this CPU runs, lowest first."""
+def set_cpu_isa(isa: str) -> None:
+    """Caps the CPU kernels for this process (as FERRY_ISA or the CLI's --isa)."""
 def _raise_for_test(kind: str, problem: str, where: str = "", hint: str = "") -> None: ...

@@ -25,6 +25,7 @@ void bind_planning(nb::module_& m);   // planning.cc
 void bind_tokenizer(nb::module_& m);  // tokenizer.cc
 void bind_models(nb::module_& m);     // models.cc
 void bind_generate(nb::module_& m);   // generate.cc
+void bind_runtime(nb::module_& m);    // runtime.cc
 
 /// A dtype as transformers spells it ("bfloat16", "float16", "float32", torch.bfloat16) or as ferry does ("bf16").
 /// None gives nullopt.

@@ -9,4 +9,5 @@ NB_MODULE(_ferry, m) {
   ferry::python::bind_tokenizer(m);
   ferry::python::bind_models(m);
   ferry::python::bind_generate(m);
+  ferry::python::bind_runtime(m);
 }

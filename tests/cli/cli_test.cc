@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ferry/core/cpu_features.h"
+
 #include "ferry/text/tokenizer.h"
 #include "ferry/text/generate.h"
 #include "ferry/nn/init.h"
@@ -135,6 +137,34 @@ TEST_F(FerryCli, UnknownArchitecture) {
   EXPECT_EQ(r.code, 1);
   EXPECT_CONTAINS(r.err, "unknown architecture");
   EXPECT_CONTAINS(r.err, "FrobForCausalLM");
+}
+
+// The CPU kernels (issue 39): inspect and bench name the ones in use; FERRY_ISA and --isa cap them; an ISA the CPU
+// lacks, or an unknown one, is refused.
+TEST_F(FerryCli, CpuKernelsAreNamedAndCapped) {
+  const std::string m = model_.string();
+  CliRun r = ferry("inspect " + m + " --no-tensors");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "cpu kernels    " + std::string(ferry::isa_name(ferry::supported_isas().back())));
+  CliRun capped = ferry("inspect " + m + " --no-tensors", "FERRY_ISA=scalar");
+  ASSERT_EQ(capped.code, 0) << capped.err;
+  EXPECT_CONTAINS(capped.out, "cpu kernels    scalar");
+  if (ferry::cpu_supports(ferry::Isa::AVX2) && ferry::amx_unavailable_reason().empty())
+    EXPECT_CONTAINS(capped.out, "capped");
+  CliRun bench = ferry("bench -m " + m + " -p 4 -n 2 -r 1 --isa scalar");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  EXPECT_CONTAINS(bench.out, "cpu kernels: scalar");
+  CliRun json = ferry("bench -m " + m + " -p 4 -n 0 -r 1 --json --isa scalar");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_CONTAINS(nlohmann::json::parse(json.out).at(0).at("cpu_kernels").get<std::string>(), "scalar");
+  if (!ferry::cpu_supports(ferry::Isa::AMX)) {
+    CliRun no = ferry("bench -m " + m + " -p 4 -n 0 -r 1 --isa amx");
+    EXPECT_EQ(no.code, 1);
+    EXPECT_CONTAINS(no.err, "--isa amx is not available");
+  }
+  CliRun bad = ferry("bench -m " + m + " -p 4 -n 0 -r 1 --isa neon");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_CONTAINS(bad.err, "--isa");
 }
 
 TEST_F(FerryCli, BudgetTooSmallPrintsNeededAndAvailable) {

@@ -155,7 +155,12 @@ void compare_with_golden(CausalLM& model, const test::HfCase& c, const std::stri
   } else {
     EXPECT_LE(d_prefill, 2e-2 * scale + own_half_prefill) << c.name << " prefill, max |logit| " << scale;
     EXPECT_LE(d_decode, 2e-2 * scale + own_half_decode) << c.name << " decode, max |logit| " << scale;
-    const double tol32 = rounds_x ? (routed ? 5e-3 : 1e-4) * scale : 1e-4;
+    // Dense models with rounded linear inputs: the same flips, without a router to spread them, stay smaller but are
+    // not f32 noise either: any two summation orders disagree on a few roundings. Measured on Sapphire Rapids:
+    // gemma3_h48_tied_bf16 prefill 0.131 at max |logit| 89 (1.5e-3 of it) on both the AVX-512 BF16 and the AMX
+    // kernels, mistral_sliding_bf16 decode 7.0e-3 at 3.53 (2.0e-3) on AMX, gpt_neox_sequential_nobias_bf16 decode
+    // 1.4e-3 at 3.69 on AVX-512; on Zen 4 every dense case was within 1e-4 of max |logit|.
+    const double tol32 = rounds_x ? 5e-3 * scale : 1e-4;
     EXPECT_LE(d32_prefill, tol32) << c.name << " prefill vs transformers with f32 weights";
     EXPECT_LE(d32_decode, tol32) << c.name << " decode vs transformers with f32 weights";
   }

@@ -8,7 +8,12 @@
 // Within AVX512, AVX512_BF16 (vdpbf16ps; Cooper Lake, Zen 4 and later) is a separate bit, cpu_has_avx512_bf16():
 // files named *_avx512bf16.cc get it, and the kernels that use it run only when the ISA in use is AVX512 and the
 // bit is set (so FERRY_ISA=avx2 also turns them off).
-// FERRY_ISA=scalar|avx2 caps the ISA (for tests, comparisons and bug reports); set_cpu_isa does the same in code.
+//   AMX     AVX512 with AVX512_BF16 plus Intel AMX tiles (AMX-TILE, AMX-BF16, AMX-INT8; Sapphire Rapids and later),
+//           with the kernel's leave to use them: Linux hands out the 8 KiB of tile state per process on request
+//           (arch_prctl ARCH_REQ_XCOMP_PERM), asked once at start-up; a refusal leaves AVX512, with one line on
+//           stderr. Files named *_amx.cc get -mamx-tile -mamx-bf16 -mamx-int8 on top of the AVX512 BF16 flags.
+// FERRY_ISA=scalar|avx2|avx512|amx caps the ISA (for tests, comparisons and bug reports; a level the CPU lacks caps at
+// the best it has); set_cpu_isa does the same in code.
 #pragma once
 
 #include <string_view>
@@ -16,11 +21,14 @@
 
 namespace ferry {
 
-enum class Isa { Scalar, AVX2, AVX512 };  // ordered: each includes the previous
+enum class Isa { Scalar, AVX2, AVX512, AMX };  // ordered: each includes the previous
 
 bool cpu_supports(Isa isa) noexcept;
 /// Whether the CPU runs AVX-512 BF16 (cpuid leaf 7 subleaf 1, EAX bit 5) on top of the AVX512 set.
 bool cpu_has_avx512_bf16() noexcept;
+/// Why the best ISA is below AMX on a CPU whose cpuid lists the AMX tiles (the OS refused the tile state, or XCR0
+/// lacks it); empty when AMX is in use or the CPU has no AMX.
+std::string_view amx_unavailable_reason() noexcept;
 /// The ISA kernels use now: the best supported one, unless overridden.
 Isa cpu_isa() noexcept;
 /// Forces an ISA (tests). Throws ferry::Error when the CPU lacks it.

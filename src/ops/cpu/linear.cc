@@ -10,6 +10,8 @@
 // one row: the GEMV, any more: the small-batch kernel, whatever M (no GEMM), the two computing each output with the
 // same instructions, so a row's result does not depend on the rows that share its call (batch invariance,
 // linear_kernels.h; FERRY_ISA=avx2: the f32 paths, x not rounded).
+// bf16 weights on AMX CPUs (ISA AMX): the AMX tiles for every M, x rounded to bf16 likewise (amx_linear.cc,
+// linear_kernels.h "AMX"); FERRY_ISA=avx512 for the AVX-512 BF16 kernels above.
 // OpenBLAS sgemm is not used for f32 weights: on the 2-core dev VM the blocked GEMM matched it at 512 × 4096 ×
 // 4096 (within noise, both ~50 GFLOP/s best-of-12 on 2 threads; OpenBLAS ~3% ahead on one idle core) and beat
 // it for few rows (64 rows: 41 vs 26 GFLOP/s), and OpenBLAS would bring a second spinning thread pool that
@@ -93,6 +95,7 @@ void run_linear(const Tensor& x, const Tensor& weight, const Tensor& bias_f32, c
   float* yp = out.data<float>();
   const Isa isa = cpu_isa();
   if (is_quantized(weight.dtype())) return cpu::quant_gemv(isa, weight.dtype(), weight.raw_data(), N, K, rows, xp, bp, yp);
+  if (cpu::use_amx(isa, weight.dtype())) return cpu::amx_linear(weight.raw_data(), N, K, rows, xp, bp, yp);
   if (rows == 1) return cpu::gemv(isa, weight.dtype(), weight.raw_data(), N, K, xp, bp, yp);
   if (cpu::use_small_batch(isa, weight.dtype(), rows))
     return cpu::small_batch(isa, weight.dtype(), weight.raw_data(), N, K, rows, xp, bp, yp);

@@ -31,6 +31,15 @@
 // other rows share the call, and continuous batching gives each sequence its solo tokens. Prefill loses nothing by it
 // (kSmallBatchMaxRowsBf16 gives the measurements against the bf16 GEMM this replaced, 12 × 32 vdpbf16ps tiles on
 // packed pairs, removed since no path took it; see git history).
+// AMX (ISA AMX, bf16 weights; use_amx): x rounded to bf16 by the same round_to_bf16, then Intel AMX tiles for every
+// M (amx_linear.cc drives, tile_gemm_amx.cc computes). The weights are the A operand of TDPBF16PS (yᵀ = w · xᵀ): a
+// tile is 16 weight rows × 32 bf16, loaded in place from the row-major weight when x has one block of 16 rows (four
+// row blocks per step: decode and small batches stay memory-bound, as the GEMV), else from a copy of 32 rows in tile
+// order, made once per group and reused for every block of x. x is the B operand, laid out once per call in the
+// pair rows TDPBF16PS reads (amx::pack_x). Nothing is repacked at load: resident, mmap'd and staged weights all run
+// as they lie, so disk offload keeps its bound. Each output is one tile accumulator over the chunks of K in order,
+// whatever M or kernel variant, so rows are batch invariant here too (the AMX sums differ from the AVX-512 BF16
+// ones in order only: within f32 summation noise, tests/ops/amx_linear_test.cc).
 // Error: that of rounding x to bf16 (2⁻⁹ relative per element): at 512 × 2048 × 2048 against f64, rms error 1.5e-3
 // of rms(y) and at most 2.7e-4 of Σ|x·w| (f32 path: 2.9e-7, 7e-8).
 #pragma once
@@ -132,6 +141,23 @@ void gemv(const void* w, int64_t K, const uint16_t* x, const float* bias, float*
 void small_batch(const void* w, int64_t K, const uint16_t* x, int64_t M, const float* bias, float* y, int64_t ldy,
                  int64_t n0, int64_t n1);
 }  // namespace avx512bf16
+
+namespace amx {
+/// Lays out bf16 rows xb[M, K] for the B tiles of linear_bf16, blocks [b0, b1) of 16 rows: block b, chunk c (32 k)
+/// at dst + (b · ⌈K / 32⌉ + c) · 512 holds 16 tile rows p of 16 pairs (xb[16 b + m][32 c + 2p], .. + 1), m < 16;
+/// zero past M and K.
+void pack_x(const uint16_t* xb, int64_t M, int64_t K, int64_t b0, int64_t b1, uint16_t* dst);
+/// y[m · ldy + n] = dot(w[n, :K], x_m) (+ bias[n]) for n in [n0, n1), m < M: w bf16 rows, x as pack_x lays it out.
+/// Each output is one TDPBF16PS accumulator over the 32-wide chunks of K in order, whatever M (batch invariant).
+/// Rows go in groups of 32 from n0 (the threads split N in whole groups).
+void linear_bf16(const void* w, int64_t K, const uint16_t* xp, int64_t M, const float* bias, float* y, int64_t ldy,
+                 int64_t n0, int64_t n1);
+}  // namespace amx
+
+/// Whether ops::linear of bf16 weights on `isa` takes the AMX kernels for every M (ISA AMX).
+bool use_amx(Isa isa, DType wt);
+/// y[M, N] = bf16(x)[M, K] · wᵀ (+ bias) on the AMX tiles, multi-threaded; w bf16 rows. Only where use_amx holds.
+void amx_linear(const void* w, int64_t N, int64_t K, int64_t M, const float* x, const float* bias, float* y);
 
 /// Whether bf16 weights on `isa` take the AVX-512 BF16 kernels, x rounded to bf16, on every path of ops::linear (GEMV
 /// and small batch): ISA AVX512 and the CPU has AVX512_BF16.
