@@ -31,18 +31,31 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   o.stop.stop_strings = f.stop;
   o.add_special_tokens = !f.no_special;
   o.record_logits = static_cast<std::size_t>(f.logits);
+  o.speculative.lookup_tokens = f.lookup;
+  o.speculative.max_proposals = f.draft_max;
   return o;
 }
 
 namespace {
 
-// `forwards`: the model calls of the run (the prefill, then one per token after the first).
+// `forwards`: the model calls of the run (the prefill, then one per token after the first, or per speculative step).
 void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size_t forwards, const DiskIoReport& io,
-                 const H2dTraffic& h2d) {
+                 const H2dTraffic& h2d, bool speculative) {
   const auto& t = r.timings;
   std::fprintf(stderr, "\n\nload %.2f s | prefill %zu tokens, %.2f tok/s | decode %zu tokens, %.2f tok/s | stop: %s\n",
                lm.load_seconds, t.prompt_tokens, t.prefill_tokens_per_second(), t.generated_tokens,
                t.decode_tokens_per_second(), text::to_string(r.stop_reason));
+  if (speculative) {
+    const auto& sp = r.speculative;
+    const double per_forward = sp.target_forwards > 0 && t.generated_tokens > 1
+                                   ? double(t.generated_tokens - 1) / double(sp.target_forwards)
+                                   : 0;
+    std::fprintf(stderr,
+                 "  speculative: %zu of %zu proposed tokens kept (%.0f %%), %.2f tokens per forward after the "
+                 "prefill (%zu forwards)%s\n",
+                 sp.accepted, sp.proposed, 100 * sp.acceptance_rate(), per_forward, sp.target_forwards,
+                 sp.draft_forwards > 0 ? (", draft " + std::to_string(sp.draft_forwards) + " forwards").c_str() : "");
+  }
   const bool streams_to_accelerator = main_accelerator(lm.plan.device_map).has_value();
   for (const auto& e : lm.usage.entries()) {
     const bool offloaded = e.device.is_disk() ||
@@ -81,14 +94,22 @@ nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat
   }
   j["h2d"] = {{"bytes", h2d.bytes}, {"bytes_per_forward", h2d.bytes_per_forward}, {"gb_per_s", h2d.gb_per_s}};
   if (!r.step_logits.empty()) j["logits"] = r.step_logits;
+  if (r.speculative.target_forwards > 0 || r.speculative.proposed > 0)
+    j["speculative"] = {{"proposed", r.speculative.proposed},
+                        {"accepted", r.speculative.accepted},
+                        {"acceptance_rate", r.speculative.acceptance_rate()},
+                        {"target_forwards", r.speculative.target_forwards},
+                        {"draft_forwards", r.speculative.draft_forwards}};
   return j;
 }
 
 // chat: the model's chat template, for --json (null: none); chat_ids: the --chat prompt, rendered.
+// draft: the --draft-model, loaded (null: none).
 void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
-              const text::ChatTemplate* chat, const std::string& prompt,
+              const text::ChatTemplate* chat, const std::string& prompt, models::LanguageModel* draft,
               const std::vector<text::TokenId>* chat_ids = nullptr) {
   text::GenerateOptions o = generate_options(f, lm);
+  o.speculative.draft = draft;
   std::optional<DiskIoMark> after_prompt;  // at the first token: the decode's reads are the ones after it
   auto stream = [&](std::string_view piece, text::TokenId) {
     if (!after_prompt) after_prompt = disk_io_mark(lm);
@@ -116,17 +137,19 @@ void run_once(const GenerateFlags& f, const LoadedModel& lm, const std::optional
     if (!f.json && lm.model->model_info().is_encoder_decoder) std::printf("\n");
     r = text::generate(*lm.model, *tok, prompt, o, stream);
   }
-  const std::size_t forwards = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
+  // Per generated token (speculative decoding makes several per forward): the disk's bytes and the host→device ones.
+  const std::size_t tokens = r.timings.generated_tokens > 0 ? r.timings.generated_tokens : 1;
+  const bool speculative = o.speculative.enabled();
+  const std::size_t forwards = speculative ? r.speculative.target_forwards + 1 : tokens;
   const double seconds = r.timings.prefill_seconds + r.timings.decode_seconds;
-  const H2dTraffic h2d = h2d_traffic(h2d_before, forwards, seconds);
-  DiskIoReport io = disk_io_report(lm, io_before, forwards, seconds);
-  if (io.on_disk && after_prompt && forwards > 1)
-    io.decode_bytes_per_token =
-        disk_io_report(lm, *after_prompt, forwards - 1, r.timings.decode_seconds).bytes_per_token;
+  const H2dTraffic h2d = h2d_traffic(h2d_before, tokens, seconds);
+  DiskIoReport io = disk_io_report(lm, io_before, tokens, seconds);
+  if (io.on_disk && after_prompt && tokens > 1)
+    io.decode_bytes_per_token = disk_io_report(lm, *after_prompt, tokens - 1, r.timings.decode_seconds).bytes_per_token;
   if (f.json) {
     std::printf("%s\n", result_json(lm, chat, r, io, h2d).dump().c_str());
   } else {
-    print_stats(lm, r, forwards, io, h2d);
+    print_stats(lm, r, forwards, io, h2d, speculative);
   }
 }
 
@@ -167,6 +190,20 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--chat", f->chat, "a user message, put through the model's chat template (as a chat model expects)");
   cmd->add_option("--system", f->system, "with --chat: a system message before it");
   cmd->add_option("--chat-template", f->chat_template, "with --chat: a Jinja chat template file instead of the model's");
+  cmd->add_option("--lookup", f->lookup,
+                  "speculative decoding by prompt lookup: propose up to N tokens per step, those that followed the "
+                  "last words' latest earlier occurrence in the prompt or the output; the model checks them in one "
+                  "forward and the output stays what plain decoding gives (transformers' prompt_lookup_num_tokens)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option(
+      "--draft-model", f->draft_model,
+      "speculative decoding with a draft model: a smaller model folder or GGUF file with the same "
+      "vocabulary, loaded whole on the cpu; its greedy tokens are checked by the model, several per forward "
+      "(transformers' assistant_model)");
+  cmd->add_option("--draft-max", f->draft_max,
+                  "speculative decoding: the most tokens proposed per step (default 8; the number adapts to how many "
+                  "are kept)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([f] {
     if (f->prompt.empty() && f->prompt_ids.empty() && !f->interactive && f->input.empty() && f->chat.empty())
       throw Error("no prompt given", "generate",
@@ -175,6 +212,9 @@ void add_generate_command(CLI::App& app) {
       throw Error("--chat is the prompt", "generate", "pass either --chat MESSAGE or -p / --prompt-ids / -i / --interactive");
     if (!f->input.empty() && (f->interactive || !f->prompt.empty() || !f->prompt_ids.empty()))
       throw Error("-i reads the prompts from a file", "generate", "pass either -i FILE, or -p / --prompt-ids / --interactive");
+    if (!f->input.empty() && (f->lookup > 0 || !f->draft_model.empty()))
+      throw Error(ErrorKind::InvalidValue, "speculative decoding (--lookup, --draft-model) runs one prompt at a time",
+                  "generate", "drop -i, or the speculative flags");
     std::vector<BatchPrompt> batch_prompts;
     if (!f->input.empty()) batch_prompts = read_batch_prompts(f->input);  // before loading: a bad file fails fast
     std::optional<text::Tokenizer> tok;
@@ -208,8 +248,22 @@ void add_generate_command(CLI::App& app) {
     }
     const text::ChatTemplate* chat_template = chat ? &*chat : nullptr;
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
+    std::optional<LoadedModel> draft;
+    if (!f->draft_model.empty()) {
+      ModelFlags d;
+      d.model = f->draft_model;
+      d.device_map = "cpu";
+      d.apply();
+      try {
+        draft = load_for_run(d, nullptr);
+        text::check_draft_model(*draft->model, *lm.model);
+      } catch (const Error& e) {
+        throw e.with_context("--draft-model " + f->draft_model + " for " + f->model.model);
+      }
+    }
+    models::LanguageModel* draft_model = draft ? draft->model.get() : nullptr;
     if (!chat_ids.empty()) {
-      run_once(*f, lm, tok, chat_template, "", &chat_ids);
+      run_once(*f, lm, tok, chat_template, "", draft_model, &chat_ids);
       return;
     }
     if (!f->input.empty()) {
@@ -217,7 +271,7 @@ void add_generate_command(CLI::App& app) {
       return;
     }
     if (!f->interactive) {
-      run_once(*f, lm, tok, chat_template, f->prompt);
+      run_once(*f, lm, tok, chat_template, f->prompt, draft_model);
       return;
     }
     std::string line;
@@ -225,7 +279,7 @@ void add_generate_command(CLI::App& app) {
       if (stdout_is_tty()) std::fprintf(stderr, "\n> ");
       if (!std::getline(std::cin, line)) break;
       if (line.empty()) continue;
-      run_once(*f, lm, tok, chat_template, line);
+      run_once(*f, lm, tok, chat_template, line, draft_model);
       std::printf("\n");
     }
   });

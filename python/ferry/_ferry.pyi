@@ -51,6 +51,9 @@ class GenerateOutput:
     @property
     def decode_seconds(self) -> float: ...
     @property
+    def speculative(self) -> dict[str, int]:
+        """Speculative decoding's counts: proposed, accepted, target_forwards, draft_forwards."""
+    @property
     def prefill_tokens_per_second(self) -> float: ...
     @property
     def decode_tokens_per_second(self) -> float: ...
@@ -67,21 +70,27 @@ class PreTrainedModel:
                  seed: Optional[int] = None, stop: Union[None, str, Sequence[str]] = None,
                  eos_token_id: Optional[Sequence[int]] = None, streamer: Optional[Streamer] = None,
                  skip_special_tokens: bool = True, add_special_tokens: bool = True,
-                 return_dict: Literal[False] = False) -> str: ...
+                 return_dict: Literal[False] = False, assistant_model: Optional[PreTrainedModel] = None,
+                 prompt_lookup_num_tokens: Optional[int] = None,
+                 num_assistant_tokens: Optional[int] = None) -> str: ...
     @overload
     def generate(self, inputs: TokenIds, max_new_tokens: int = 20, do_sample: bool = False,
                  temperature: float = 1.0, top_k: int = 50, top_p: float = 1.0, min_p: float = 0.0,
                  repetition_penalty: float = 1.0, seed: Optional[int] = None,
                  stop: Union[None, str, Sequence[str]] = None, eos_token_id: Optional[Sequence[int]] = None,
                  streamer: Optional[Streamer] = None, skip_special_tokens: bool = True,
-                 add_special_tokens: bool = True, return_dict: Literal[False] = False) -> npt.NDArray[np.int64]: ...
+                 add_special_tokens: bool = True, return_dict: Literal[False] = False,
+                 assistant_model: Optional[PreTrainedModel] = None, prompt_lookup_num_tokens: Optional[int] = None,
+                 num_assistant_tokens: Optional[int] = None) -> npt.NDArray[np.int64]: ...
     @overload
     def generate(self, inputs: Union[str, TokenIds], max_new_tokens: int = 20, do_sample: bool = False,
                  temperature: float = 1.0, top_k: int = 50, top_p: float = 1.0, min_p: float = 0.0,
                  repetition_penalty: float = 1.0, seed: Optional[int] = None,
                  stop: Union[None, str, Sequence[str]] = None, eos_token_id: Optional[Sequence[int]] = None,
                  streamer: Optional[Streamer] = None, skip_special_tokens: bool = True,
-                 add_special_tokens: bool = True, *, return_dict: Literal[True]) -> GenerateOutput: ...
+                 add_special_tokens: bool = True, *, return_dict: Literal[True],
+                 assistant_model: Optional[PreTrainedModel] = None, prompt_lookup_num_tokens: Optional[int] = None,
+                 num_assistant_tokens: Optional[int] = None) -> GenerateOutput: ...
     @property
     def hf_device_map(self) -> Optional[DeviceMap]: ...
     @property

@@ -24,6 +24,7 @@ using text::TokenId;
 struct Settings {
   text::GenerateOptions options;
   nb::object streamer;
+  Model* assistant = nullptr;  // the draft model (assistant_model), locked with the model
 };
 
 // What generate() returns with return_dict=True.
@@ -33,6 +34,7 @@ struct GenerateOutput {
   std::string text;                     // the generated text of the first row ("" without a tokenizer)
   std::string stop_reason;
   text::GenerateTimings timings;
+  text::SpeculativeStats speculative;
 };
 
 // Runs the prompts with the GIL released, calling back into Python once per token: one through text::generate, several
@@ -65,7 +67,13 @@ std::vector<text::GenerateResult> run(Model& m, const std::vector<std::vector<To
   std::string failed;
   {
     nb::gil_scoped_release release;
-    std::lock_guard lock(*m.mutex);
+    std::unique_lock<std::mutex> lock(*m.mutex, std::defer_lock), draft_lock;
+    if (s.assistant && s.assistant->mutex != m.mutex) {
+      draft_lock = std::unique_lock<std::mutex>(*s.assistant->mutex, std::defer_lock);
+      std::lock(lock, draft_lock);
+    } else {
+      lock.lock();
+    }
     if (prompts.size() == 1) {
       results.push_back(text::generate(*m.model, tok, prompts.front(), s.options, on_token));
     } else {
@@ -85,7 +93,8 @@ std::vector<text::GenerateResult> run(Model& m, const std::vector<std::vector<To
 nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, bool do_sample, float temperature,
                     std::size_t top_k, float top_p, float min_p, float repetition_penalty, std::optional<uint64_t> seed,
                     nb::handle stop, std::optional<std::vector<TokenId>> eos_token_id, nb::object streamer,
-                    bool skip_special_tokens, bool add_special_tokens, bool return_dict) {
+                    bool skip_special_tokens, bool add_special_tokens, bool return_dict, Model* assistant_model,
+                    std::optional<int64_t> prompt_lookup_num_tokens, std::optional<int64_t> num_assistant_tokens) {
   Settings s;
   text::GenerateOptions& o = s.options;
   o.sampling = {.do_sample = do_sample, .temperature = temperature, .top_k = top_k, .top_p = top_p, .min_p = min_p,
@@ -98,6 +107,16 @@ nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, boo
   o.skip_special_tokens = skip_special_tokens;
   o.add_special_tokens = add_special_tokens;
   s.streamer = streamer;
+  if (assistant_model) {
+    if (assistant_model == &m) {
+      throw Error(ErrorKind::InvalidValue, "the assistant model is the model itself", "generate",
+                  "load the draft separately (a smaller model of the same vocabulary)");
+    }
+    o.speculative.draft = assistant_model->model.get();
+    s.assistant = assistant_model;
+  }
+  if (prompt_lookup_num_tokens) o.speculative.lookup_tokens = *prompt_lookup_num_tokens;
+  if (num_assistant_tokens) o.speculative.max_proposals = *num_assistant_tokens;
 
   const bool text_in = nb::isinstance<nb::str>(inputs);
   std::vector<std::vector<TokenId>> prompts;
@@ -112,6 +131,12 @@ nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, boo
     for (const auto& row : token_rows_arg(inputs, &two_d)) prompts.emplace_back(row.begin(), row.end());
   }
 
+  if (o.speculative.enabled() && prompts.size() > 1)
+    throw Error(ErrorKind::InvalidValue,
+                "speculative decoding (assistant_model, prompt_lookup_num_tokens) takes one "
+                "prompt",
+                "generate",
+                "generate the prompts one at a time (transformers' assisted generation also takes batch size 1)");
   const std::vector<text::GenerateResult> results = run(m, prompts, s);
 
   // Sequences as transformers returns them: causal = prompt + generated; seq2seq = start token + generated;
@@ -138,7 +163,8 @@ nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, boo
 
   if (return_dict) {
     const auto& r = results.front();
-    return nb::cast(GenerateOutput{sequences, r.generated_ids, r.text, text::to_string(r.stop_reason), r.timings});
+    return nb::cast(
+        GenerateOutput{sequences, r.generated_ids, r.text, text::to_string(r.stop_reason), r.timings, r.speculative});
   }
   if (text_in) return nb::str(results.front().text.c_str(), results.front().text.size());
   return sequences;
@@ -159,15 +185,28 @@ void bind_generate(nb::module_& m) {
       .def_prop_ro("prefill_tokens_per_second",
                    [](const GenerateOutput& g) { return g.timings.prefill_tokens_per_second(); })
       .def_prop_ro("decode_tokens_per_second",
-                   [](const GenerateOutput& g) { return g.timings.decode_tokens_per_second(); });
+                   [](const GenerateOutput& g) { return g.timings.decode_tokens_per_second(); })
+      .def_prop_ro(
+          "speculative",
+          [](const GenerateOutput& g) {
+            nb::dict d;
+            d["proposed"] = g.speculative.proposed;
+            d["accepted"] = g.speculative.accepted;
+            d["target_forwards"] = g.speculative.target_forwards;
+            d["draft_forwards"] = g.speculative.draft_forwards;
+            return d;
+          },
+          "Speculative decoding's counts: {\"proposed\", \"accepted\", \"target_forwards\", "
+          "\"draft_forwards\"} (zeros without it).");
 
   nb::handle model_class = m.attr("PreTrainedModel");
   nb::cpp_function_def(
       &generate, nb::scope(model_class), nb::name("generate"), nb::is_method(), "inputs"_a, "max_new_tokens"_a = 20,
       "do_sample"_a = false, "temperature"_a = 1.0f, "top_k"_a = 50, "top_p"_a = 1.0f, "min_p"_a = 0.0f,
       "repetition_penalty"_a = 1.0f, "seed"_a = nb::none(), "stop"_a = nb::none(), "eos_token_id"_a = nb::none(),
-      "streamer"_a = nb::none(), "skip_special_tokens"_a = true, "add_special_tokens"_a = true,
-      "return_dict"_a = false,
+      "streamer"_a = nb::none(), "skip_special_tokens"_a = true, "add_special_tokens"_a = true, "return_dict"_a = false,
+      "assistant_model"_a = nb::none(), "prompt_lookup_num_tokens"_a = nb::none(),
+      "num_assistant_tokens"_a = nb::none(),
       "transformers' generate: greedy (do_sample=False) or sampled with temperature, top_k, top_p, min_p; "
       "repetition_penalty; seed (None = random) makes sampling repeatable.\n\n"
       "inputs: a text (needs the folder's tokenizer; returns the generated text) or token ids [T] / [B, T] (returns "
@@ -177,6 +216,10 @@ void bind_generate(nb::module_& m) {
       "streamer: called as streamer(text_piece, token_id) for each token, once more with id -1 for text held back "
       "at the end; returning False stops generation.\n"
       "return_dict=True returns a GenerateOutput (sequences, generated_ids, text, stop_reason, timings).\n"
+      "Speculative decoding (one prompt): assistant_model= a smaller model of the same vocabulary whose greedy tokens "
+      "the model checks several per forward (up to num_assistant_tokens, default 8, adapting), and/or "
+      "prompt_lookup_num_tokens= N tokens proposed from earlier text; the output is what plain generation gives "
+      "(sampled too, with the same seed).\n"
       "Releases the GIL; Ctrl-C (KeyboardInterrupt) stops at the next token.");
 }
 

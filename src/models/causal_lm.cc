@@ -17,6 +17,7 @@ namespace {
 struct CausalState final : SequenceState {
   std::shared_ptr<KvCache> cache;
   int64_t length() const override { return cache->seq_length(); }
+  void crop(int64_t length) override { cache->crop(length); }
 };
 
 std::shared_ptr<KvCache> cache_of(const StepRow& row) {

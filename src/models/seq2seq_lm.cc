@@ -70,6 +70,7 @@ struct Seq2SeqState final : SequenceState {
   std::shared_ptr<EncoderDecoderCache> cache;
   Tensor encoder_outputs;
   int64_t length() const override { return cache->seq_length(); }
+  void crop(int64_t length) override { cache->self_attention().crop(length); }  // cross-attention keeps the input's
 };
 
 const Seq2SeqState& state_of(const StepRow& row) {

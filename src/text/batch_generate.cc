@@ -49,6 +49,9 @@ BatchGenerator::BatchGenerator(models::LanguageModel& model, const Tokenizer* to
 BatchGenerator::~BatchGenerator() = default;
 
 SequenceId BatchGenerator::add(std::vector<TokenId> prompt_ids, GenerateOptions options, TokenCallback on_token) {
+  if (options.speculative.enabled())
+    throw Error(ErrorKind::InvalidValue, "speculative decoding runs one sequence at a time, not in a batch",
+                "BatchGenerator::add", "generate the sequence alone with generate(), or without speculative options");
   auto s = std::make_unique<Sequence>();
   s->prompt = std::move(prompt_ids);
   s->options = std::move(options);

@@ -10,6 +10,7 @@
 #include "ferry/core/error.h"
 #include "ferry/models/kv_cache.h"
 #include "sequence_decoder.h"
+#include "speculative_generate.h"
 
 namespace ferry::text {
 namespace {
@@ -58,6 +59,17 @@ GenerateResult generate(models::LanguageModel& model, const Tokenizer* tokenizer
                         const GenerateOptions& options, const TokenCallback& on_token) {
   const std::vector<int64_t> prompt = ids64(prompt_ids);
   const int64_t max_length = sequence_max_length(model, prompt_ids, options);
+  if (options.speculative.enabled()) {
+    const SpeculativeOptions& spec = options.speculative;
+    auto proposer = detail::make_proposer(model, prompt, options);
+    GenerateResult result = detail::speculative_generate(model, tokenizer, prompt, max_length, options, on_token,
+                                                         *proposer,
+                                                         spec.lookup_tokens > 0 ? spec.lookup_tokens
+                                                                                : spec.max_proposals);
+    result.prompt_ids.assign(prompt_ids.begin(), prompt_ids.end());
+    result.timings.prompt_tokens = prompt_ids.size();
+    return result;
+  }
 
   // Prefill: the prompt (an encoder-decoder model: the encoder, then its start token) in one forward, logits of the
   // last position only.

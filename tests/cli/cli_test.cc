@@ -215,6 +215,47 @@ TEST_F(FerryCli, GenerateJsonWithPromptIdsAndLogits) {
   EXPECT_EQ(nlohmann::json::parse(resident.out)["generated_ids"], j["generated_ids"]);
 }
 
+// Speculative decoding (issue 34) through the command: prompt lookup and a draft model keep the plain output token
+// for token, the end-of-run line and --json report the proposals, a draft of another vocabulary is refused naming
+// both models, and -i (batches) refuses the flags.
+TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
+  const std::string m = model_.string();
+  const std::string base = "generate -m " + m + " --prompt-ids 1,5,9,1,5,9,1,5 -n 16 --json --device-map cpu";
+  CliRun plain = ferry(base), lookup = ferry(base + " --lookup 4"),
+         draft = ferry(base + " --draft-model " + m + " --draft-max 4"),
+         capped = ferry(base + " --lookup 4 --context 14"), capped_plain = ferry(base + " --context 14");
+  for (const CliRun* r : {&plain, &lookup, &draft, &capped, &capped_plain}) ASSERT_EQ(r->code, 0) << r->err;
+  const auto want = nlohmann::json::parse(plain.out);
+  const auto l = nlohmann::json::parse(lookup.out), d = nlohmann::json::parse(draft.out);
+  EXPECT_EQ(l["generated_ids"], want["generated_ids"]);
+  EXPECT_EQ(d["generated_ids"], want["generated_ids"]);
+  EXPECT_GT(d["speculative"]["proposed"].get<int>(), 0);
+  EXPECT_GE(d["speculative"]["accepted"].get<int>() + 4, d["speculative"]["proposed"].get<int>());  // the model itself
+  EXPECT_LT(d["speculative"]["target_forwards"].get<int>(), 15);
+  EXPECT_GT(d["speculative"]["draft_forwards"].get<int>(), 0);
+  EXPECT_EQ(nlohmann::json::parse(capped.out)["generated_ids"],
+            nlohmann::json::parse(capped_plain.out)["generated_ids"]);
+  EXPECT_EQ(nlohmann::json::parse(capped.out)["stop_reason"], "max_length");
+  CliRun text = ferry("generate -m " + m + " --prompt-ids 1,5,9 -n 8 --device-map cpu --draft-model " + m);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_CONTAINS(text.err, "speculative:");
+  EXPECT_CONTAINS(text.err, "proposed tokens kept");
+  // A draft of another vocabulary.
+  const fs::path other = dir_ / "other-vocab";
+  auto config = ferry::test::tiny_gpt2_config();
+  ferry::test::write_random_hf_folder(other, config);
+  CliRun bad = ferry("generate -m " + m + " --prompt-ids 1,5,9 -n 4 --draft-model " + other.string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_CONTAINS(bad.err, "vocabulary");
+  EXPECT_CONTAINS(bad.err, other.string());
+  EXPECT_CONTAINS(bad.err, "GPT2LMHeadModel");
+  const fs::path prompts = dir_ / "spec-prompts.txt";
+  std::ofstream(prompts) << "hello\n";
+  CliRun batch = ferry("generate -m " + m + " -i " + prompts.string() + " --lookup 2");
+  EXPECT_EQ(batch.code, 1);
+  EXPECT_CONTAINS(batch.err, "one prompt at a time");
+}
+
 // --context has one meaning everywhere: the tokens a sequence may hold (prompt + generated). The plan reserves their
 // KV cache, generate stops there (max_length), a prompt that fills it is an error, and --ctx-size is its
 // llama.cpp name.

@@ -63,6 +63,10 @@ class SequenceState {
   /// Decoder tokens held (prompt and generated tokens for a decoder-only model; the start token and generated
   /// ones for an encoder-decoder model).
   virtual int64_t length() const = 0;
+  /// Forgets the decoder tokens past the first `length` (a longer length is a no-op), without copying: the next
+  /// forward_step continues from there. Speculative decoding rolls back rejected proposals with it. HF:
+  /// DynamicCache.crop
+  virtual void crop(int64_t length) = 0;
 };
 
 /// A sequence just started: its state, and the tokens its first forward takes.

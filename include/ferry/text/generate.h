@@ -14,6 +14,7 @@
 
 #include "ferry/models/language_model.h"
 #include "ferry/text/sampling.h"
+#include "ferry/text/speculative.h"
 #include "ferry/text/stopping.h"
 #include "ferry/text/tokenizer.h"
 
@@ -27,6 +28,8 @@ struct GenerateOptions {
   DType kv_cache_dtype = DType::F32;
   /// Keep the logits of the last position for the first N steps (step 0 = after prefill).
   std::size_t record_logits = 0;
+  /// Speculative decoding (speculative.h): off unless a proposer is set.
+  SpeculativeOptions speculative;
 };
 
 struct GenerateTimings {
@@ -48,6 +51,7 @@ struct GenerateResult {
   StopReason stop_reason = StopReason::None;
   GenerateTimings timings;
   std::vector<std::vector<float>> step_logits;  // record_logits rows of [vocab]
+  SpeculativeStats speculative;                 // when options.speculative was enabled
 };
 
 /// Called with each piece of text as soon as it is safe to show (may be empty when a token completes no

@@ -1,0 +1,54 @@
+// Speculative decoding: a proposer guesses the next few tokens, the model checks them all in one forward, and every
+// guess it would itself have produced is kept — several tokens per read of the weights, which is what an offloaded
+// model's decode is bound by. Proposers: prompt lookup (the continuation of the latest earlier occurrence of the
+// last n-gram, in the prompt and the output so far; no second model) and a draft model (a smaller model of the same
+// vocabulary, its proposals its greedy tokens).
+//
+// Verification by replay: the model's logits for the checked positions are handed, row by row, to the same sampler
+// plain decoding uses, and proposals are kept while each sampled token equals the proposal after which the next
+// row was computed. So the output is plain decoding's, token for token, greedy or sampled with the same seed —
+// not only its distribution — as far as the rows of one forward over several tokens equal those of forwards over
+// one (bit for bit for bf16 weights on AVX-512 BF16 and AMX CPUs, whose linear kernels are batch invariant; within
+// f32 summation order otherwise, which can flip a near-tie). Under sampling a proposal is kept with the probability
+// the model gives it (plain decoding's own draw), lower than the min(1, p/q) of the rejection rule of Leviathan et al.
+// but exact. Rejected positions are rolled back by SequenceState::crop, without copying the cache.
+//
+// HF: generate(..., assistant_model=draft, prompt_lookup_num_tokens=N); llama.cpp: --model-draft, --draft-max,
+// lookup decoding.
+#pragma once
+
+#include <cstdint>
+
+#include "ferry/models/language_model.h"
+
+namespace ferry::text {
+
+struct SpeculativeOptions {
+  /// Prompt lookup: propose up to this many tokens per step (0: off). HF: prompt_lookup_num_tokens.
+  int64_t lookup_tokens = 0;
+  /// Prompt lookup: the longest n-gram matched (then shorter ones down to 1). HF: max_matching_ngram_size.
+  int64_t lookup_max_ngram = 3;
+  /// A draft model (not owned; same vocabulary as the model, checked at the start): proposes its greedy tokens.
+  /// HF: assistant_model.
+  models::LanguageModel* draft = nullptr;
+  /// The most proposals per step. The number adapts: +2 after a step that kept every proposal, -1 after one that did
+  /// not, between 1 and this (HF's "heuristic" schedule). llama.cpp: --draft-max.
+  int64_t max_proposals = 8;
+
+  bool enabled() const noexcept { return lookup_tokens > 0 || draft != nullptr; }
+};
+
+struct SpeculativeStats {
+  std::size_t proposed = 0;         // tokens proposed
+  std::size_t accepted = 0;         // of those, kept
+  std::size_t target_forwards = 0;  // forwards of the model after the prefill
+  std::size_t draft_forwards = 0;   // forwards of the draft model
+  double acceptance_rate() const { return proposed > 0 ? double(accepted) / double(proposed) : 0; }
+};
+
+/// Throws ferry::Error, naming both models, when `draft` cannot propose for `model`: another vocabulary size, or
+/// another kind (decoder-only against encoder-decoder). generate() checks it at the start; callers that load a draft
+/// can check it before.
+void check_draft_model(const models::LanguageModel& draft, const models::LanguageModel& model);
+
+}  // namespace ferry::text

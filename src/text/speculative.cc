@@ -1,0 +1,130 @@
+// The speculative generate loop (include/ferry/text/speculative.h): generate() hands one sequence here when a
+// proposer is set. Each step feeds the model the token it takes next and the proposals after it in one forward,
+// then gives the rows to the sequence's decoder one by one — plain decoding's sampler on the logits plain decoding
+// would have computed — while the sampled token equals the proposal the next row was computed after.
+#include "speculative_generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "ferry/core/error.h"
+#include "proposer.h"
+#include "sequence_decoder.h"
+
+namespace ferry::text::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Tensor ids_tensor(const std::vector<int64_t>& ids) {
+  return Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
+}
+
+// Prompt lookup first; the draft model where lookup has no guess.
+class Proposers final : public Proposer {
+ public:
+  Proposers(models::LanguageModel& model, const std::vector<int64_t>& prompt, const GenerateOptions& options) {
+    const SpeculativeOptions& spec = options.speculative;
+    if (spec.lookup_tokens > 0) lookup_ = std::make_unique<PromptLookup>(std::max<int64_t>(1, spec.lookup_max_ngram));
+    if (spec.draft) draft_ = std::make_unique<DraftModel>(*spec.draft, model, prompt, options.kv_cache_dtype);
+  }
+  std::vector<TokenId> propose(std::span<const TokenId> tokens, int64_t k) override {
+    if (lookup_) {
+      auto out = lookup_->propose(tokens, k);
+      if (!out.empty() || !draft_) return out;
+    }
+    return draft_->propose(tokens, k);
+  }
+  void keep(int64_t length) override {
+    if (draft_) draft_->keep(length);
+  }
+  std::size_t draft_forwards() const override { return draft_ ? draft_->draft_forwards() : 0; }
+
+ private:
+  std::unique_ptr<PromptLookup> lookup_;
+  std::unique_ptr<DraftModel> draft_;
+};
+
+}  // namespace
+
+std::unique_ptr<Proposer> make_proposer(models::LanguageModel& model, const std::vector<int64_t>& prompt,
+                                        const GenerateOptions& options) {
+  return std::make_unique<Proposers>(model, prompt, options);
+}
+
+GenerateResult speculative_generate(models::LanguageModel& model, const Tokenizer* tokenizer,
+                                    const std::vector<int64_t>& prompt, int64_t max_length,
+                                    const GenerateOptions& options, const TokenCallback& on_token, Proposer& proposers,
+                                    int64_t most) {
+  if (most < 1)
+    throw Error(ErrorKind::InvalidValue, "speculative decoding needs at least one proposal per step", "generate",
+                "set the proposals per step (--lookup N, --draft-max K) to 1 or more");
+
+  auto t0 = Clock::now();
+  models::SequenceStart start = model.start_sequence(prompt, options.kv_cache_dtype);
+  std::vector<TokenId> tokens(start.input.begin(), start.input.end());  // the decoder tokens so far
+  SequenceDecoder seq(tokenizer, tokens, options, on_token);
+  models::StepRow row{start.state, static_cast<int64_t>(tokens.size())};
+  std::vector<float> first =
+      model.forward_step(ids_tensor(start.input), {&row, 1}, 1).to(Device::cpu()).to_vector<float>();
+  seq.result().timings.prefill_seconds = seconds_since(t0);
+
+  auto t_decode = Clock::now();
+  SpeculativeStats stats;
+  int64_t k = most;
+  std::optional<TokenId> next = options.stop.max_new_tokens > 0 ? seq.accept(first) : std::nullopt;
+  while (next) {
+    if (seq.length() >= max_length) {  // as generate(): the context is full
+      seq.stop_early(StopReason::MaxLength);
+      break;
+    }
+    tokens.push_back(*next);
+    const std::vector<TokenId> proposals = proposers.propose(tokens, std::min(k, max_length - seq.length()));
+    std::vector<int64_t> input{*next};
+    input.insert(input.end(), proposals.begin(), proposals.end());
+    const int64_t before = static_cast<int64_t>(tokens.size()) - 1;  // held by the model's state
+    row.tokens = static_cast<int64_t>(input.size());
+    const Tensor rows = model.forward_step(ids_tensor(input), {&row, 1}, row.tokens).to(Device::cpu());
+    ++stats.target_forwards;
+    stats.proposed += proposals.size();
+    const std::vector<float> logits = rows.to_vector<float>();
+    const auto vocab = static_cast<std::size_t>(rows.size(1));
+    std::size_t kept = 0;
+    next.reset();
+    bool stopped = false;
+    for (std::size_t i = 0; i <= proposals.size(); ++i) {
+      const std::optional<TokenId> tok = seq.accept(std::span<const float>(logits.data() + i * vocab, vocab));
+      if (!tok) {
+        stopped = true;
+        break;
+      }
+      if (seq.length() >= max_length) {
+        seq.stop_early(StopReason::MaxLength);
+        stopped = true;
+        break;
+      }
+      if (i < proposals.size() && *tok == proposals[i]) {  // the next row was computed after this very token
+        tokens.push_back(*tok);
+        ++kept;
+        continue;
+      }
+      next = tok;
+      break;
+    }
+    stats.accepted += kept;
+    if (stopped) break;
+    row.state->crop(before + 1 + static_cast<int64_t>(kept));
+    proposers.keep(before + 1 + static_cast<int64_t>(kept));
+    if (!proposals.empty()) k = kept == proposals.size() ? std::min(most, k + 2) : std::max<int64_t>(1, k - 1);
+  }
+  stats.draft_forwards = proposers.draft_forwards();
+  GenerateResult& result = seq.finish();
+  result.timings.decode_seconds = seconds_since(t_decode);
+  result.speculative = stats;
+  return std::move(result);
+}
+
+}  // namespace ferry::text::detail
