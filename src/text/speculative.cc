@@ -11,6 +11,7 @@
 #include "ferry/core/error.h"
 #include "proposer.h"
 #include "sequence_decoder.h"
+#include "speculation_gate.h"
 
 namespace ferry::text::detail {
 namespace {
@@ -75,6 +76,7 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
   auto t_decode = Clock::now();
   SpeculativeStats stats;
   int64_t k = most;
+  SpeculationGate gate;
   std::optional<TokenId> next = options.stop.max_new_tokens > 0 ? seq.accept(first) : std::nullopt;
   while (next) {
     if (seq.length() >= max_length) {  // as generate(): the context is full
@@ -82,7 +84,10 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
       break;
     }
     tokens.push_back(*next);
-    const std::vector<TokenId> proposals = proposers.propose(tokens, std::min(k, max_length - seq.length()));
+    const auto t_step = Clock::now();
+    const std::vector<TokenId> proposals = gate.propose_now()
+                                               ? proposers.propose(tokens, std::min(k, max_length - seq.length()))
+                                               : std::vector<TokenId>{};
     std::vector<int64_t> input{*next};
     input.insert(input.end(), proposals.begin(), proposals.end());
     const int64_t before = static_cast<int64_t>(tokens.size()) - 1;  // held by the model's state
@@ -116,6 +121,7 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
     }
     stats.accepted += kept;
     if (stopped) break;
+    gate.record(!proposals.empty(), seconds_since(t_step), kept + 1);
     row.state->crop(before + 1 + static_cast<int64_t>(kept));
     proposers.keep(before + 1 + static_cast<int64_t>(kept));
     if (!proposals.empty()) k = kept == proposals.size() ? std::min(most, k + 2) : std::max<int64_t>(1, k - 1);

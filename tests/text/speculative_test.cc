@@ -15,6 +15,7 @@
 #include "ferry/text/generate.h"
 #include "support/hf_folder.h"
 #include "text/proposer.h"
+#include "text/speculation_gate.h"
 #include "text/speculative_generate.h"
 
 namespace ferry::text {
@@ -199,6 +200,36 @@ TEST(Speculative, BatchGeneratorRefusesSpeculativeOptions) {
   GenerateOptions o = greedy(4);
   o.speculative.lookup_tokens = 2;
   EXPECT_THROW(batch.add(kPrompt, o), Error);
+}
+
+// The gate on synthetic timings: plain steps 0.1 s for a token; proposing steps that give 3 tokens in 0.15 s pay and
+// never pause; ones that give 1.2 tokens in 0.15 s pause, for 16 steps, then 32 while they keep losing, and back to
+// 16 once they pay.
+TEST(Speculative, GatePausesProposingThatDoesNotPay) {
+  detail::SpeculationGate paying;
+  for (int i = 0; i < 4; ++i) paying.record(true, 0.15, 3);
+  EXPECT_FALSE(paying.propose_now());  // no plain steps yet: two are measured
+  paying.record(false, 0.1, 1);
+  paying.record(false, 0.1, 1);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(paying.propose_now()) << i;
+    paying.record(true, 0.15, 3);
+  }
+  detail::SpeculationGate losing;
+  losing.record(false, 0.1, 1);
+  losing.record(false, 0.1, 1);
+  for (int i = 0; i < 4; ++i) losing.record(true, 0.15, 1);
+  ASSERT_FALSE(losing.propose_now());
+  EXPECT_EQ(losing.paused_steps(), detail::SpeculationGate::kFirstPause);
+  for (int i = 0; i < detail::SpeculationGate::kFirstPause; ++i) losing.record(false, 0.1, 1);
+  ASSERT_TRUE(losing.propose_now());
+  for (int i = 0; i < 4; ++i) losing.record(true, 0.15, 1);
+  EXPECT_EQ(losing.paused_steps(), 2 * detail::SpeculationGate::kFirstPause);
+  for (int i = 0; i < 2 * detail::SpeculationGate::kFirstPause; ++i) losing.record(false, 0.1, 1);
+  for (int i = 0; i < 4; ++i) losing.record(true, 0.15, 4);  // now it pays: no pause, and the next one is short
+  EXPECT_TRUE(losing.propose_now());
+  for (int i = 0; i < 8; ++i) losing.record(true, 0.15, 1);
+  EXPECT_EQ(losing.paused_steps(), detail::SpeculationGate::kFirstPause);
 }
 
 TEST(Speculative, PromptLookupProposesTheLatestContinuation) {
