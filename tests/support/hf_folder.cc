@@ -332,6 +332,8 @@ std::vector<HfCase> reference_cases() {
   cases.push_back({"gemma2_softcap_sliding_sharded_f32", "Gemma2ForCausalLM", "float32", gemma2, "sharded"});
   cases.push_back({"gemma3_qknorm_local_global_f32", "Gemma3ForCausalLM", "float32", gemma3});
   cases.push_back({"gemma3_h48_tied_bf16", "Gemma3ForCausalLM", "bfloat16", gemma3_h48});
+  cases.push_back({"gemma2_softcap_sliding_bf16", "Gemma2ForCausalLM", "bfloat16", gemma2});
+  cases.push_back({"phi3_longrope_long_tied_bf16", "Phi3ForCausalLM", "bfloat16", phi3_longrope_long});
   cases.push_back({"bloom_heads6_f32", "BloomForCausalLM", "float32", bloom});
   cases.push_back({"bloom_heads8_post_ln_untied_f32", "BloomForCausalLM", "float32", bloom_post_ln});
   cases.push_back({"bloom_heads12_bare_f32", "BloomForCausalLM", "float32", bloom_bare, "base_model"});
