@@ -77,18 +77,21 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
   SpeculativeStats stats;
   int64_t k = most;
   SpeculationGate gate;
-  std::optional<TokenId> next = options.stop.max_new_tokens > 0 ? seq.accept(first) : std::nullopt;
-  while (next) {
+  // The token the model takes next (valid while `more`: a plain TokenId, as GCC 12 misreads a std::optional here).
+  const std::optional<TokenId> first_token = options.stop.max_new_tokens > 0 ? seq.accept(first) : std::nullopt;
+  bool more = first_token.has_value();
+  TokenId next = more ? *first_token : 0;
+  while (more) {
     if (seq.length() >= max_length) {  // as generate(): the context is full
       seq.stop_early(StopReason::MaxLength);
       break;
     }
-    tokens.push_back(*next);
+    tokens.push_back(next);
     const auto t_step = Clock::now();
     const std::vector<TokenId> proposals = gate.propose_now()
                                                ? proposers.propose(tokens, std::min(k, max_length - seq.length()))
                                                : std::vector<TokenId>{};
-    std::vector<int64_t> input{*next};
+    std::vector<int64_t> input{next};
     input.insert(input.end(), proposals.begin(), proposals.end());
     const int64_t before = static_cast<int64_t>(tokens.size()) - 1;  // held by the model's state
     row.tokens = static_cast<int64_t>(input.size());
@@ -98,7 +101,7 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
     const std::vector<float> logits = rows.to_vector<float>();
     const auto vocab = static_cast<std::size_t>(rows.size(1));
     std::size_t kept = 0;
-    next.reset();
+    more = false;
     bool stopped = false;
     for (std::size_t i = 0; i <= proposals.size(); ++i) {
       const std::optional<TokenId> tok = seq.accept(std::span<const float>(logits.data() + i * vocab, vocab));
@@ -116,7 +119,8 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
         ++kept;
         continue;
       }
-      next = tok;
+      next = *tok;
+      more = true;
       break;
     }
     stats.accepted += kept;

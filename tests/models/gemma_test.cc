@@ -63,8 +63,9 @@ void expect_golden_logits(CausalLM& model, const std::string& label) {
   for (int64_t i = 0; i < tokens.size(0); ++i) {
     const Tensor row = model.logits(tokens.slice(i, i + 1), cache, 1);
     d_decode = std::max(d_decode, test::max_abs_diff(row, golden.at("decode_logits").slice(i, i + 1)));
-    if (i + 1 < tokens.size(0))
+    if (i + 1 < tokens.size(0)) {
       EXPECT_EQ(ops::argmax(row).to_vector<int64_t>()[0], tokens.to_vector<int64_t>()[i + 1]) << label << " step " << i;
+    }
   }
   const double d_prefill = test::max_abs_diff(prefill, golden.at("prefill_logits"));
   std::printf("[gemma3 conditional %s] prefill max|d| %.3g  decode max|d| %.3g\n", label.c_str(), d_prefill, d_decode);

@@ -525,7 +525,9 @@ TEST(MoeGuessing, GuessesStartReadsAndChangeNoLogit) {
     EXPECT_GE(use.guessed, static_cast<uint64_t>(top_k * (sparse - 1) * static_cast<int64_t>(steps.size())));
     EXPECT_LE(use.guessed_routed, use.guessed);
     EXPECT_LE(use.guessed_routed, use.calls);
-    if (guess) EXPECT_GT(reader->stats().prefetched + reader->stats().evicted, 0u) << "experts were read ahead";
+    if (guess) {
+      EXPECT_GT(reader->stats().prefetched + reader->stats().evicted, 0u) << "experts were read ahead";
+    }
   }
 }
 

@@ -38,30 +38,35 @@ void configure_tiles() {
 constexpr int64_t kChunk = 32;       // k per tile step (bf16)
 constexpr int64_t kTileElems = 512;  // bf16 per A or B tile
 
-// r[0..16) ← its transpose (16 × 16 32-bit elements).
+// r[0..16) ← its transpose (16 × 16 32-bit elements). The zero-masking forms with every lane selected are the
+// plain instructions; the plain intrinsics pass _mm512_undefined_*() through, which GCC 12 reports as used
+// uninitialized (-Werror in CI).
 inline void transpose16(__m512 r[16]) {
+  constexpr __mmask16 k16 = 0xFFFF;
+  constexpr __mmask8 k8 = 0xFF;
   __m512 t[16], u[16];
   for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i] = _mm512_maskz_unpacklo_ps(k16, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(k16, r[2 * i], r[2 * i + 1]);
   }
   for (int i = 0; i < 4; ++i) {
     const __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
     const __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    u[4 * i] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(k8, t0, t2));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(k8, t0, t2));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(k8, t1, t3));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(k8, t1, t3));
   }
   // u[4i + j], 128-bit lane L: column 4L + j of rows 4i .. 4i + 3.
   for (int j = 0; j < 4; ++j) {
-    const __m512 a = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), b = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    const __m512 c = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 d = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    r[j] = _mm512_shuffle_f32x4(a, c, 0x88);
-    r[j + 8] = _mm512_shuffle_f32x4(a, c, 0xdd);
-    r[j + 4] = _mm512_shuffle_f32x4(b, d, 0x88);
-    r[j + 12] = _mm512_shuffle_f32x4(b, d, 0xdd);
+    const __m512 a = _mm512_maskz_shuffle_f32x4(k16, u[j], u[4 + j], 0x88);
+    const __m512 b = _mm512_maskz_shuffle_f32x4(k16, u[j], u[4 + j], 0xdd);
+    const __m512 c = _mm512_maskz_shuffle_f32x4(k16, u[8 + j], u[12 + j], 0x88);
+    const __m512 d = _mm512_maskz_shuffle_f32x4(k16, u[8 + j], u[12 + j], 0xdd);
+    r[j] = _mm512_maskz_shuffle_f32x4(k16, a, c, 0x88);
+    r[j + 8] = _mm512_maskz_shuffle_f32x4(k16, a, c, 0xdd);
+    r[j + 4] = _mm512_maskz_shuffle_f32x4(k16, b, d, 0x88);
+    r[j + 12] = _mm512_maskz_shuffle_f32x4(k16, b, d, 0xdd);
   }
 }
 
@@ -89,31 +94,23 @@ struct ASource {
 
 // C tiles 0..3 = n-blocks {0, 1} × m-blocks {0, 1}; A in 4, 5; B in 6, 7.
 void run_2x2(const ASource& a, const uint16_t* b0, const uint16_t* b1) {
+  // One chunk: A tiles at a0, a1 (rows `stride` bytes apart), B tiles at b0, b1 + off.
+  auto step = [&](const uint16_t* a0, const uint16_t* a1, int64_t stride, int64_t off) {
+    _tile_loadd(4, a0, stride);
+    _tile_loadd(6, b0 + off, 64);
+    _tile_loadd(7, b1 + off, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_loadd(5, a1, stride);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  };
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  for (int64_t c = 0; c < a.kmain; ++c) {
-    _tile_loadd(4, a.base[0] + c * a.step, a.stride);
-    _tile_loadd(6, b0 + c * kTileElems, 64);
-    _tile_loadd(7, b1 + c * kTileElems, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_loadd(5, a.base[1] + c * a.step, a.stride);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  if (a.tail) {
-    const int64_t c = a.kmain;
-    _tile_loadd(4, a.tail, 64);
-    _tile_loadd(5, a.tail + kTileElems, 64);
-    _tile_loadd(6, b0 + c * kTileElems, 64);
-    _tile_loadd(7, b1 + c * kTileElems, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
+  for (int64_t c = 0; c < a.kmain; ++c) step(a.base[0] + c * a.step, a.base[1] + c * a.step, a.stride, c * kTileElems);
+  if (a.tail) step(a.tail, a.tail + kTileElems, 64, a.kmain * kTileElems);
 }
 
 // C tiles 0, 1 = n-blocks 0, 1 × one m-block; A in 4, 5; B in 7. (One block of x: decode and small batches, where
@@ -121,23 +118,17 @@ void run_2x2(const ASource& a, const uint16_t* b0, const uint16_t* b1) {
 // per step tile loads stream the weights at 0.88-0.95 of the AVX-512 GEMV's rate, with 64 rows 0.75-0.86, with 16
 // about as with 32; software prefetching made it slower.)
 void run_2x1(const ASource& a, const uint16_t* b0) {
+  auto step = [&](const uint16_t* a0, const uint16_t* a1, int64_t stride, int64_t off) {
+    _tile_loadd(7, b0 + off, 64);
+    _tile_loadd(4, a0, stride);
+    _tile_loadd(5, a1, stride);
+    _tile_dpbf16ps(0, 4, 7);
+    _tile_dpbf16ps(1, 5, 7);
+  };
   _tile_zero(0);
   _tile_zero(1);
-  for (int64_t c = 0; c < a.kmain; ++c) {
-    _tile_loadd(7, b0 + c * kTileElems, 64);
-    _tile_loadd(4, a.base[0] + c * a.step, a.stride);
-    _tile_loadd(5, a.base[1] + c * a.step, a.stride);
-    _tile_dpbf16ps(0, 4, 7);
-    _tile_dpbf16ps(1, 5, 7);
-  }
-  if (a.tail) {
-    const int64_t c = a.kmain;
-    _tile_loadd(7, b0 + c * kTileElems, 64);
-    _tile_loadd(4, a.tail, 64);
-    _tile_loadd(5, a.tail + kTileElems, 64);
-    _tile_dpbf16ps(0, 4, 7);
-    _tile_dpbf16ps(1, 5, 7);
-  }
+  for (int64_t c = 0; c < a.kmain; ++c) step(a.base[0] + c * a.step, a.base[1] + c * a.step, a.stride, c * kTileElems);
+  if (a.tail) step(a.tail, a.tail + kTileElems, 64, a.kmain * kTileElems);
 }
 
 // Copies weight rows [n, n + rows) (rows <= 16 · blocks) × chunks [c0, c1) of K into dst in tile order — block i,
