@@ -107,18 +107,11 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
 
 void ModelFlags::apply() const {
   if (threads > 0) set_num_threads(threads);
-  if (!isa.empty()) {
-    for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
-      if (isa != isa_name(i)) continue;
-      if (!cpu_supports(i)) {
-        std::string why = i == Isa::AMX && !amx_unavailable_reason().empty()
-                              ? std::string(amx_unavailable_reason())
-                              : "this CPU does not run " + isa +
-                                    " (best: " + std::string(isa_name(supported_isas().back())) + ")";
-        throw Error(ErrorKind::InvalidValue, "--isa " + isa + " is not available: " + why, "",
-                    "pass a lower --isa, or leave it out to use the best this CPU runs");
-      }
-      set_cpu_isa(i);
+  if (!isa.empty()) {  // CLI11 has checked the name
+    try {
+      set_cpu_isa(*isa_from_name(isa));
+    } catch (const Error& e) {
+      throw Error(ErrorKind::InvalidValue, "--isa " + e.problem(), "", e.hint());
     }
   }
   if (model.empty()) throw Error("no model folder given", "", "pass -m FOLDER (a Hugging Face model folder)");

@@ -26,18 +26,10 @@ void bind_runtime(nb::module_& m) {
   m.def(
       "set_cpu_isa",
       [](const std::string& name) {
-        for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX}) {
-          if (name != isa_name(i)) continue;
-          if (!cpu_supports(i)) {
-            const std::string why = i == Isa::AMX && !amx_unavailable_reason().empty()
-                                        ? std::string(amx_unavailable_reason())
-                                        : "this CPU does not run it";
-            throw Error(ErrorKind::InvalidValue, "isa " + name + " is not available: " + why, "",
-                        "pick one of ferry.supported_isas()");
-          }
-          return set_cpu_isa(i);
-        }
-        throw Error(ErrorKind::InvalidValue, "unknown isa '" + name + "'", "", "one of scalar, avx2, avx512, amx");
+        const std::optional<Isa> isa = isa_from_name(name);
+        if (!isa)
+          throw Error(ErrorKind::InvalidValue, "unknown isa '" + name + "'", "", "one of scalar, avx2, avx512, amx");
+        set_cpu_isa(*isa);  // throws, saying why, when this CPU lacks it
       },
       "isa"_a,
       "Caps the CPU kernels for this process (as FERRY_ISA or the CLI's --isa): 'scalar', 'avx2', 'avx512' or 'amx'.");

@@ -102,11 +102,8 @@ Isa best_isa() noexcept {
 Isa initial_isa() noexcept {
   const char* env = std::getenv("FERRY_ISA");
   const Isa best = best_isa();
-  if (!env) return best;
-  const std::string want(env);
-  for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512})
-    if (want == isa_name(isa)) return std::min(isa, best);
-  return best;
+  const std::optional<Isa> want = env ? isa_from_name(env) : std::nullopt;
+  return want ? std::min(*want, best) : best;
 }
 
 std::atomic<Isa>& current() {
@@ -131,8 +128,19 @@ bool cpu_has_avx512_bf16() noexcept {
 Isa cpu_isa() noexcept { return current().load(std::memory_order_relaxed); }
 
 void set_cpu_isa(Isa isa) {
-  if (!cpu_supports(isa)) throw Error(std::string("this CPU does not support ") + std::string(isa_name(isa)));
+  if (!cpu_supports(isa)) {
+    const std::string best(isa_name(best_isa()));
+    const std::string why = isa == Isa::AMX && !amx_reason().empty() ? amx_reason() : "this CPU runs at most " + best;
+    throw Error(ErrorKind::InvalidValue, std::string(isa_name(isa)) + " is not available: " + why, "",
+                "use " + best + " or lower, or leave the choice to ferry (the best this CPU runs)");
+  }
   current().store(isa, std::memory_order_relaxed);
+}
+
+std::optional<Isa> isa_from_name(std::string_view name) noexcept {
+  for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::AMX})
+    if (name == isa_name(isa)) return isa;
+  return std::nullopt;
 }
 
 std::vector<Isa> supported_isas() {

@@ -16,6 +16,7 @@
 // the best it has); set_cpu_isa does the same in code.
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -31,8 +32,11 @@ bool cpu_has_avx512_bf16() noexcept;
 std::string_view amx_unavailable_reason() noexcept;
 /// The ISA kernels use now: the best supported one, unless overridden.
 Isa cpu_isa() noexcept;
-/// Forces an ISA (tests). Throws ferry::Error when the CPU lacks it.
+/// Forces an ISA (tests, --isa, ferry.set_cpu_isa). Throws ferry::Error (InvalidValue) when the CPU lacks it, saying
+/// why for AMX (amx_unavailable_reason) and naming the best ISA it has.
 void set_cpu_isa(Isa isa);
+/// The ISA named "scalar", "avx2", "avx512" or "amx" (isa_name's spelling); nullopt for any other name.
+std::optional<Isa> isa_from_name(std::string_view name) noexcept;
 /// Every ISA this CPU supports, Scalar first (tests loop over it).
 std::vector<Isa> supported_isas();
 std::string_view isa_name(Isa isa) noexcept;
