@@ -38,7 +38,8 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
   auto* m = cmd.add_option("-m,--model", model, "Hugging Face model folder (config.json + weights)");
   if (positional_model) cmd.add_option("folder", model, "the model folder (same as -m)")->excludes(m);
   cmd.add_option("--device-map", device_map,
-                 "auto | balanced | balanced_low_0 | sequential | cpu | a device-map JSON file");
+                 "auto | balanced | balanced_low_0 | sequential | fast | cpu | a device-map JSON file (fast: what "
+                 "every generated token reads gets the fastest memory first, a seq2seq model's encoder last)");
   cmd.add_option("--max-memory", max_memory, "budget per device, e.g. 0=20GiB,cpu=64GiB (GiB = 2^30, GB = 10^9)");
   cmd.add_option("--offload-folder", offload_folder, "folder for weights offloaded to disk");
   cmd.add_option("--dtype", dtype,
@@ -155,11 +156,11 @@ std::optional<MaxMemory> ModelFlags::max_memory_value() const {
 std::variant<std::monostate, std::string, DeviceMap> ModelFlags::device_map_value() const {
   if (device_map.empty()) return std::monostate{};
   if (device_map == "auto" || device_map == "balanced" || device_map == "balanced_low_0" ||
-      device_map == "sequential" || device_map == "cpu")
+      device_map == "sequential" || device_map == "fast" || device_map == "cpu")
     return device_map;
   if (std::filesystem::exists(device_map)) return DeviceMap::read_json_file(device_map);
   throw Error("--device-map '" + device_map + "' is neither a mode nor an existing JSON file", "--device-map",
-              "use auto, balanced, balanced_low_0, sequential, cpu or a path to a device-map JSON");
+              "use auto, balanced, balanced_low_0, sequential, fast, cpu or a path to a device-map JSON");
 }
 
 models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
@@ -311,14 +312,9 @@ void place_experts_by_flags(const models::LanguageModel& skeleton, const ModelFl
 
 void count_token_reads(const models::LanguageModel& skeleton, DType dtype, PlannedModel& plan) {
   plan.experts = skeleton.model_info().experts;
-  const double routed = plan.experts.num_experts > 0 ? static_cast<double>(plan.experts.experts_per_token) /
-                                                           static_cast<double>(plan.experts.num_experts)
-                                                     : 0.0;
-  const std::vector<std::string> classes = plan.experts.num_experts > 0
-                                               ? std::vector<std::string>{plan.experts.expert_class}
-                                               : std::vector<std::string>{};
   plan.token_reads = per_token_reads(skeleton, plan.device_map,
-                                     main_accelerator(plan.device_map).value_or(Device::cpu()), classes, routed, dtype);
+                                     main_accelerator(plan.device_map).value_or(Device::cpu()),
+                                     skeleton.model_info().read_profile(), dtype);
 }
 
 }  // namespace
@@ -331,10 +327,46 @@ int64_t ModelFlags::expert_cache_bytes_value() const {
   }
 }
 
+namespace {
+
+// "auto" or "fast" when the flags plan by one of those modes ("" otherwise).
+std::string strategy_mode(const ModelFlags& flags) {
+  if (flags.device_map.empty() || flags.device_map == "auto") return "auto";
+  return flags.device_map == "fast" ? "fast" : "";
+}
+
+// PlannedModel::strategies: the reads of the plan made and of the other strategy's plan for the same flags.
+void compare_strategies(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype,
+                        PlannedModel& plan) {
+  const models::LanguageModelInfo& info = skeleton.model_info();
+  const std::string mode = strategy_mode(flags);
+  if (mode.empty() || (info.prompt_modules.empty() && info.experts.num_experts == 0)) return;
+  ModelFlags other_flags = flags;
+  other_flags.device_map = mode == "auto" ? "fast" : "auto";
+  PlannedModel other = plan_model_unplaced(skeleton, other_flags, dtype);
+  place_experts_by_flags(skeleton, other_flags, other);
+  count_token_reads(skeleton, dtype, other);
+  PlannedModel::StrategyReads mine{mode, true, plan.token_reads},
+      theirs{other_flags.device_map, false, other.token_reads};
+  plan.strategies = mode == "auto" ? std::vector{mine, theirs} : std::vector{theirs, mine};
+}
+
+std::string reads_text(const std::vector<TokenReads>& reads, bool per_prompt) {
+  std::string out;
+  for (const TokenReads& r : reads) {
+    const int64_t bytes = per_prompt ? r.prompt_read_bytes() : static_cast<int64_t>(r.expected_bytes);
+    out += (out.empty() ? "" : " + ") + format_bytes(bytes) + " from " + r.device.str();
+  }
+  return out.empty() ? "nothing" : out;
+}
+
+}  // namespace
+
 PlannedModel plan_model(const models::LanguageModel& skeleton, const ModelFlags& flags, DType dtype) {
   PlannedModel out = plan_model_unplaced(skeleton, flags, dtype);
   place_experts_by_flags(skeleton, flags, out);
   count_token_reads(skeleton, dtype, out);
+  compare_strategies(skeleton, flags, dtype, out);
   const models::ExpertsInfo& experts = skeleton.model_info().experts;
   const bool experts_on_disk = std::any_of(out.token_reads.begin(), out.token_reads.end(), [](const TokenReads& r) {
     return r.device.is_disk() && r.expert_bytes > 0;
@@ -363,6 +395,7 @@ PlannedModel plan_model_unplaced(const models::LanguageModel& skeleton, const Mo
   o.allow_disk = !flags.no_disk;
   const models::ExpertsInfo& experts = skeleton.model_info().experts;
   if (experts.num_experts > 0 && flags.moe_plan != "layers") o.expert_module_classes = {experts.expert_class};
+  o.prompt_modules = skeleton.model_info().prompt_modules;  // placed last by --device-map fast
   auto dm = flags.device_map_value();
   if (auto* map = std::get_if<DeviceMap>(&dm)) {
     out.device_map = *map;
@@ -407,7 +440,9 @@ void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& 
   std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
   for (const TokenReads& r : plan.token_reads) {
     if (plan.experts.num_experts == 0) {
-      std::fprintf(out, "per token: %s read from %s\n", format_bytes(r.dense_bytes).c_str(), r.device.str().c_str());
+      std::fprintf(out, "per token: %s read from %s", format_bytes(r.dense_bytes).c_str(), r.device.str().c_str());
+      if (r.prompt_bytes > 0) std::fprintf(out, " (and %s once per prompt)", format_bytes(r.prompt_bytes).c_str());
+      std::fputs("\n", out);
       continue;
     }
     std::fprintf(out,
@@ -422,6 +457,14 @@ void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& 
       std::fprintf(out, "expert cache: %s of RAM (LRU) for the experts read from disk%s\n",
                    format_bytes(plan.expert_cache_bytes).c_str(),
                    plan.expert_cache_bytes == 0 ? ": none, every routed expert is read again" : "");
+  }
+  if (!plan.strategies.empty()) {
+    std::fprintf(out, "reads off %s by plan (--device-map auto: Accelerate's order; fast: per-token modules first):\n",
+                 main_accelerator(plan.device_map).value_or(Device::cpu()).str().c_str());
+    for (const PlannedModel::StrategyReads& s : plan.strategies)
+      std::fprintf(out, "  %-4s%s  per generated token: %s; per prompt: %s\n", s.mode.c_str(),
+                   s.chosen ? " (this plan)" : "            ", reads_text(s.reads, false).c_str(),
+                   reads_text(s.reads, true).c_str());
   }
   if (disk_bytes_of(skeleton, plan.device_map) > 0) {
     if (plan.offload.io == OffloadIo::Direct)

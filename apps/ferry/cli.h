@@ -109,6 +109,14 @@ struct PlannedModel {
   /// RAM for the LRU cache of experts read from disk (--expert-cache; auto: what the plan leaves of the cpu budget,
   /// at most the experts on disk). 0 for dense models and plans with no expert on disk.
   int64_t expert_cache_bytes = 0;
+  /// A mode plan ("auto" or "fast") of a model with prompt modules or experts: what each of the two strategies
+  /// would read per generated token and per prompt with the same budget, so `ferry plan` can show why.
+  struct StrategyReads {
+    std::string mode;  // "auto" (Accelerate's order) or "fast"
+    bool chosen = false;
+    std::vector<TokenReads> reads;
+  };
+  std::vector<StrategyReads> strategies;
 };
 /// The plan the flags ask for (mode or file, budgets, reservations, the offload-io choice), with --experts /
 /// --n-cpu-moe applied and the per-token reads counted.

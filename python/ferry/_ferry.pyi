@@ -149,7 +149,8 @@ def init_empty_weights(include_buffers: bool = False) -> _InitEmptyWeights: ...
 def infer_auto_device_map(model: Union[PreTrainedModel, PathLike, Mapping[str, Any]],
                           max_memory: Optional[MaxMemory] = None,
                           no_split_module_classes: Optional[Sequence[str]] = None, dtype: Optional[DType] = None,
-                          clean_result: bool = True, offload_buffers: bool = False) -> DeviceMap: ...
+                          clean_result: bool = True, offload_buffers: bool = False,
+                          strategy: Literal["accelerate", "fast"] = "accelerate") -> DeviceMap: ...
 def cpu_isa() -> str:
     """The CPU kernels in use: 'scalar', 'avx2', 'avx512' or 'amx' (bf16 linear layers on Intel AMX tiles)."""
 def supported_isas() -> list[str]:

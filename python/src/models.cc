@@ -100,8 +100,10 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   } else if (nb::isinstance<nb::dict>(a.device_map)) {
     o.device_map = device_map_arg(a.device_map);
   } else if (!a.device_map.is_none()) {
-    throw Error("device_map must be None, a mode (\"auto\", \"balanced\", \"balanced_low_0\", \"sequential\"), "
-                "\"cpu\" or a dict", "device_map");
+    throw Error(
+        "device_map must be None, a mode (\"auto\", \"balanced\", \"balanced_low_0\", \"sequential\", \"fast\"), "
+        "\"cpu\" or a dict",
+        "device_map");
   }
   out.device_map_given = !a.device_map.is_none();
 
@@ -163,7 +165,8 @@ nb::object call(Model& m, nb::handle input_ids, nb::handle decoder_input_ids, in
 constexpr const char* kFromPretrainedDoc =
     "Loads a Hugging Face model folder (config.json + safetensors or pytorch_model.bin, sharded or not; or a GGUF "
     "file for causal LMs), as transformers' from_pretrained does, with Accelerate's big-model keywords:\n\n"
-    "device_map: None (all in RAM), \"auto\", \"balanced\", \"balanced_low_0\", \"sequential\", \"cpu\", or a dict "
+    "device_map: None (all in RAM), \"auto\", \"balanced\", \"balanced_low_0\", \"sequential\", \"fast\", \"cpu\", or "
+    "a dict "
     "{module: GPU index | \"cpu\" | \"disk\"}.\n"
     "max_memory: {0: \"20GiB\", \"cpu\": \"8GiB\"}; None = what the devices have free.\n"
     "offload_folder: where disk-offloaded weights are written when they must be rewritten.\n"

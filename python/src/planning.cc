@@ -23,27 +23,32 @@ struct EmptyWeightsContext {
 };
 
 // A meta skeleton of the architecture config.json names, in f32 (what transformers' from_config builds).
-std::shared_ptr<nn::Module> skeleton_of(const models::ConfigJson& config) {
+std::shared_ptr<models::LanguageModel> skeleton_of(const models::ConfigJson& config) {
   auto guard = nn::init_empty_weights();
   return models::language_model_from_config(config, DType::F32);
 }
 
 nb::dict infer(nb::handle model_or_config, nb::handle max_memory, std::optional<std::vector<std::string>> no_split,
-               nb::handle dtype, bool clean_result, bool offload_buffers) {
+               nb::handle dtype, bool clean_result, bool offload_buffers, const std::string& strategy) {
   PlanOptions options;
   options.max_memory = max_memory_arg(max_memory);
   if (no_split) options.no_split_module_classes = *no_split;
   options.dtype = dtype_arg(dtype);
   options.clean_result = clean_result;
   options.offload_buffers = offload_buffers;
-  std::shared_ptr<nn::Module> owned;
-  const nn::Module* module = nullptr;
+  if (strategy != "accelerate" && strategy != "fast")
+    throw Error("unknown strategy '" + strategy + "'", "infer_auto_device_map",
+                "choose \"accelerate\" (Accelerate's plan) or \"fast\" (per-token modules first)");
+  options.strategy = strategy == "fast" ? PlanStrategy::Fast : PlanStrategy::Accelerate;
+  std::shared_ptr<models::LanguageModel> owned;
+  const models::LanguageModel* module = nullptr;
   if (nb::isinstance<Model>(model_or_config)) {
-    module = &nb::cast<Model&>(model_or_config).module();
+    module = nb::cast<Model&>(model_or_config).model.get();
   } else {
     owned = skeleton_of(config_arg(model_or_config));
     module = owned.get();
   }
+  options.prompt_modules = module->model_info().prompt_modules;
   DeviceMap map;
   {
     nb::gil_scoped_release release;
@@ -76,13 +81,15 @@ void bind_planning(nb::module_& m) {
 
   m.def("infer_auto_device_map", &infer, "model"_a, "max_memory"_a = nb::none(),
         "no_split_module_classes"_a = nb::none(), "dtype"_a = nb::none(), "clean_result"_a = true,
-        "offload_buffers"_a = false,
+        "offload_buffers"_a = false, "strategy"_a = "accelerate",
         "Accelerate's infer_auto_device_map: where each module goes (GPUs first, then cpu, then disk) within "
         "max_memory ({0: \"20GiB\", \"cpu\": \"8GiB\"}; None = what the devices have free).\n\n"
         "model: a model (a skeleton from from_config under init_empty_weights), a model folder or config.json path, "
         "or a config dict; configs are built as an f32 skeleton, as transformers' from_config does.\n"
         "no_split_module_classes: classes never split across devices, e.g. [\"LlamaDecoderLayer\"].\n"
         "dtype: the dtype weights will be loaded in (\"bfloat16\", torch.float16, ...).\n"
+        "strategy: \"accelerate\" (Accelerate's order, the default) or \"fast\" (beyond Accelerate: what every "
+        "generated token reads first, modules that run once per prompt such as a T5 encoder last).\n"
         "Returns the device map as Accelerate writes it: {module name: GPU index | \"cpu\" | \"disk\"}.");
 }
 

@@ -57,6 +57,7 @@ PlanOptions plan_options(const LanguageModelInfo& info, const FromPretrainedOpti
   plan.no_split_module_classes = options.no_split_module_classes;
   if (plan.no_split_module_classes.empty()) plan.no_split_module_classes = {info.block_class};
   if (info.experts.num_experts > 0 && options.plan_by_expert) plan.expert_module_classes = {info.experts.expert_class};
+  plan.prompt_modules = info.prompt_modules;  // placed last by device_map="fast"
   // An expert cache of a given size is RAM the plan cannot give to weights (by default: what the plan leaves).
   if (info.experts.num_experts > 0 && options.expert_cache_bytes.value_or(0) > 0)
     plan.reservations.push_back({Device::cpu(), *options.expert_cache_bytes, "expert cache"});

@@ -11,6 +11,16 @@
 
 namespace ferry::models {
 
+ReadProfile LanguageModelInfo::read_profile() const {
+  ReadProfile p;
+  if (experts.num_experts > 0) {
+    p.expert_classes = {experts.expert_class};
+    p.routed_fraction = static_cast<double>(experts.experts_per_token) / static_cast<double>(experts.num_experts);
+  }
+  p.prompt_modules = prompt_modules;
+  return p;
+}
+
 int64_t LanguageModelInfo::kv_cache_bytes_per_token(DType dtype) const {
   return models::kv_cache_bytes_per_token(num_key_value_heads, head_dim, dtype) * num_cached_layers;
 }

@@ -334,6 +334,12 @@ Seq2SeqLMInfo t5_info(const T5Config& c) {
   i.head_dim = c.d_kv;
   i.decoder_start_token_id = c.decoder_start_token_id;
   i.eos_token_ids = c.eos_token_ids;
+  // Run once per prompt: the encoder, and the projections of its output into each decoder block's cross-attention
+  // keys and values (cached by EncoderDecoderCache).
+  i.prompt_modules = {"encoder"};
+  for (int64_t b = 0; b < c.num_decoder_layers; ++b)
+    for (const char* p : {"k", "v"})
+      i.prompt_modules.push_back("decoder.block." + std::to_string(b) + ".layer.1.EncDecAttention." + p);
   return i;
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -591,6 +592,46 @@ std::string device_of(const nlohmann::json& map, const std::string& tensor) {
     }
   }
   return device;
+}
+
+// Issue 37 on paper: a T0pp-shaped skeleton (11B, f32 as bigscience/T0pp's config says) with 16 GiB of RAM. `ferry
+// plan` shows what each strategy reads per generated token and per prompt; Accelerate's order (the default) keeps
+// the encoder in RAM and reads the whole decoder from disk for every token, --device-map fast keeps most of the
+// decoder in RAM and reads the encoder once per prompt.
+TEST_F(FerryCli, PlanShowsBothStrategiesForAT0ppShapedModel) {
+  const fs::path folder = dir_ / "t0pp";
+  fs::create_directories(folder);
+  std::ofstream(folder / "config.json") << R"({"architectures": ["T5ForConditionalGeneration"], "d_ff": 10240,
+    "d_kv": 64, "d_model": 4096, "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1,
+    "feed_forward_proj": "gated-gelu", "initializer_factor": 1.0, "is_encoder_decoder": true,
+    "layer_norm_epsilon": 1e-06, "model_type": "t5", "num_decoder_layers": 24, "num_heads": 64, "num_layers": 24,
+    "pad_token_id": 0, "relative_attention_num_buckets": 32, "tie_word_embeddings": false, "torch_dtype": "float32",
+    "vocab_size": 32128})";
+  // The GiB a strategy's row says a generated token reads from disk.
+  auto per_token_gib = [](const std::string& out, const std::string& mode) {
+    const std::regex row("\\n  " + mode + R"([^\n]*per generated token: ([0-9.]+) GiB from disk)");
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(out, m, row)) << out;
+    return m.empty() ? 0.0 : std::stod(m[1]);
+  };
+  CliRun accelerate = ferry("plan " + folder.string() + " --max-memory cpu=16GiB");
+  ASSERT_EQ(accelerate.code, 0) << accelerate.err;
+  EXPECT_CONTAINS(accelerate.out, "auto (this plan)");
+  CliRun fast = ferry("plan " + folder.string() + " --max-memory cpu=16GiB --device-map fast");
+  ASSERT_EQ(fast.code, 0) << fast.err;
+  EXPECT_CONTAINS(fast.out, "fast (this plan)");
+  // Both commands print both rows, the same figures.
+  EXPECT_EQ(per_token_gib(accelerate.out, "auto"), per_token_gib(fast.out, "auto"));
+  EXPECT_EQ(per_token_gib(accelerate.out, "fast"), per_token_gib(fast.out, "fast"));
+  const double a = per_token_gib(fast.out, "auto"), f = per_token_gib(fast.out, "fast");
+  EXPECT_GT(a, 20.0);     // the whole decoder and the head: ~24 GiB of f32
+  EXPECT_LT(f * 2.5, a);  // most of the decoder in RAM (6.9 against 20.7 GiB)
+  CliRun json = ferry("plan " + folder.string() + " --max-memory cpu=16GiB --device-map fast --json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto map = nlohmann::json::parse(json.out);
+  EXPECT_EQ(device_of(map, "encoder.block.0.layer.0.SelfAttention.q.weight"), "disk");
+  EXPECT_EQ(device_of(map, "decoder.block.0.layer.0.SelfAttention.q.weight"), "cpu");
+  EXPECT_EQ(device_of(map, "decoder.block.0.layer.1.EncDecAttention.k.weight"), "disk");
 }
 
 // Mixtures of experts (issue 32) through the command: inspect shows the experts, plan the bytes a token reads, the

@@ -71,3 +71,31 @@ def test_explicit_device_map_is_kept(folders, tmp_path):
     model = ferry.AutoModelForCausalLM.from_pretrained(folder, device_map=plan, offload_folder=tmp_path)
     assert model.hf_device_map == plan
     assert model([1, 2, 3]).shape == (3, 320)
+
+
+def test_fast_strategy_keeps_the_t5_decoder_in_ram(folders, hf, tmp_path):
+    """device_map="fast" (beyond Accelerate): a T5's decoder goes to RAM before its encoder; the same tokens as
+    transformers. strategy="fast" plans the same from a folder; "accelerate" stays Accelerate's order."""
+    folder = folders["t5"]
+    weights = sum(p.numel() * 4 for p in hf(folder, seq2seq=True).parameters())
+    budget = {"cpu": weights * 7 // 10}
+    accelerate = ferry.infer_auto_device_map(folder, max_memory=budget, no_split_module_classes=["T5Block"])
+    fast = ferry.infer_auto_device_map(folder, max_memory=budget, no_split_module_classes=["T5Block"],
+                                       strategy="fast")
+
+    def device_of(plan, tensor):  # the longest entry covering the tensor
+        keys = [k for k in plan if k == "" or tensor == k or tensor.startswith(k + ".")]
+        return plan[max(keys, key=len)]
+
+    encoder_q, decoder_q = "encoder.block.0.layer.0.SelfAttention.q.weight", "decoder.block.0.layer.0.SelfAttention.q.weight"
+    assert (device_of(accelerate, encoder_q), device_of(accelerate, decoder_q)) == ("cpu", "disk")
+    assert (device_of(fast, encoder_q), device_of(fast, decoder_q)) == ("disk", "cpu")
+    with pytest.raises(ValueError, match="strategy"):
+        ferry.infer_auto_device_map(folder, max_memory=budget, strategy="fastest")
+    model = ferry.AutoModelForSeq2SeqLM.from_pretrained(folder, device_map="fast", max_memory=budget,
+                                                        offload_folder=tmp_path)
+    assert model.hf_device_map == fast
+    ids = [5, 9, 13, 2, 40, 1]
+    with torch.no_grad():
+        theirs = hf(folder, seq2seq=True).generate(torch.tensor([ids]), max_new_tokens=5, do_sample=False)
+    assert model.generate([ids], max_new_tokens=5).tolist() == theirs.tolist()

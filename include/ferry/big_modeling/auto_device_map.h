@@ -35,6 +35,17 @@ struct Reservation {
   std::string purpose;  // "KV cache for 4096 tokens", shown in errors and logs
 };
 
+/// The order in which a plan fills the devices (beyond Accelerate; PlanOptions::strategy).
+enum class PlanStrategy {
+  /// Module order, as Accelerate fills devices: the plan is Accelerate's (the default).
+  Accelerate,
+  /// Cost-aware: what every generated token reads first (in module order), then experts (expert_module_classes),
+  /// then the modules that run once per prompt (prompt_modules: a seq2seq model's encoder and its decoder's
+  /// cross-attention key and value projections). The fastest memory then holds what generation reads most often;
+  /// a model without prompt modules or experts (decoder-only, dense) gets Accelerate's plan.
+  Fast,
+};
+
 /// Options of infer_auto_device_map; the Accelerate keyword of the same name has the same default.
 struct PlanOptions {
   /// Budget per device; nullopt = get_max_memory() (free memory of each GPU, the cpu's MemAvailable).
@@ -64,6 +75,12 @@ struct PlanOptions {
   /// after them in layer order, so the fastest memory holds what every token reads and a token reads from disk only
   /// the experts it routes to. Empty: Accelerate's plan.
   std::vector<std::string> expert_module_classes;
+  /// The order devices are filled in (Accelerate's, or PlanStrategy::Fast); `device_map="fast"` sets Fast.
+  PlanStrategy strategy = PlanStrategy::Accelerate;
+  /// Names of the modules that run once per prompt rather than once per generated token (models'
+  /// LanguageModelInfo::prompt_modules, e.g. "encoder"). Used by PlanStrategy::Fast, which places them last, each a
+  /// unit of its own (split out of the no-split block that holds it).
+  std::vector<std::string> prompt_modules;
 };
 
 /// Accelerate: infer_auto_device_map
@@ -83,15 +100,23 @@ MaxMemory get_balanced_memory(const nn::Module& model, const std::optional<MaxMe
                               std::optional<DType> dtype = std::nullopt, const SpecialDTypes& special_dtypes = {},
                               bool low_zero = false);
 
-/// The string forms of device_map that load_checkpoint_and_dispatch accepts.
-enum class DeviceMapMode { Auto, Balanced, BalancedLow0, Sequential };
-/// "auto", "balanced", "balanced_low_0", "sequential"; anything else is a ferry::Error listing them.
+/// The string forms of device_map that load_checkpoint_and_dispatch accepts, and ferry's "fast": auto's budget
+/// with PlanStrategy::Fast.
+enum class DeviceMapMode { Auto, Balanced, BalancedLow0, Sequential, Fast };
+/// "auto", "balanced", "balanced_low_0", "sequential", "fast"; anything else is a ferry::Error listing them.
 DeviceMapMode parse_device_map_mode(std::string_view mode);
 std::string_view device_map_mode_name(DeviceMapMode mode);
 
 /// A device map from a mode, exactly as load_checkpoint_and_dispatch resolves it: every mode but "sequential"
-/// first balances the budget (low_zero for "balanced_low_0"), then infer_auto_device_map runs on it.
+/// first balances the budget (low_zero for "balanced_low_0"), then infer_auto_device_map runs on it ("fast": with
+/// options.strategy = PlanStrategy::Fast).
 DeviceMap plan_device_map(const nn::Module& model, DeviceMapMode mode, const PlanOptions& options = {});
+
+/// `map` with each entry that holds one of `modules` (strictly below it) split into its direct tensors and children,
+/// recursively, so that every one of `modules` is covered by an entry of its own or one inside it; each part keeps
+/// the device of the entry it came from. Dispatch hooks entries, so a module split out is loaded on its own (a
+/// prompt module on disk is then not read with the per-token parts of its block).
+DeviceMap split_out_modules(const nn::Module& model, const DeviceMap& map, const std::vector<std::string>& modules);
 
 /// Bytes a device map puts on each device (weights only, per compute_module_sizes with `dtype`), in
 /// MaxMemory order. Useful to print a plan and to assert budgets.

@@ -15,6 +15,7 @@
 
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/token_reads.h"  // per_token_reads
 #include "ferry/core/dtype.h"
 #include "ferry/nn/module.h"
 
@@ -31,20 +32,6 @@ DeviceMap place_experts(const nn::Module& model, const DeviceMap& map, const std
 
 /// The layer index of an expert named "<layers_prefix>.N. ...", or nullopt.
 std::optional<int64_t> expert_layer(const std::string& expert, const std::string& layers_prefix);
-
-/// What one generated token reads from a device other than the one that computes (disk; the cpu when a GPU
-/// computes): every weight placed there, except that an expert counts `routed_fraction` of its bytes (a token
-/// routes to top_k of the E experts of a layer: top_k / E, the expectation under uniform routing).
-struct TokenReads {
-  Device device;
-  int64_t dense_bytes = 0;    // read for every token
-  int64_t expert_bytes = 0;   // every expert placed there
-  double expected_bytes = 0;  // dense_bytes + routed_fraction · expert_bytes
-};
-/// One row per device read from (none when everything lives on `compute`), in the order disk, cpu.
-std::vector<TokenReads> per_token_reads(const nn::Module& model, const DeviceMap& map, Device compute,
-                                        const std::vector<std::string>& expert_classes, double routed_fraction,
-                                        std::optional<DType> dtype = std::nullopt);
 
 /// What a plan leaves free of a device's budget: the budget (options.max_memory, else get_max_memory()) less the
 /// weights `map` puts there (at options.dtype) and the reservations on it; 0 when nothing is left.

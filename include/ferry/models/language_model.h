@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/token_reads.h"
 #include "ferry/core/dtype.h"
 #include "ferry/core/tensor.h"
 #include "ferry/nn/module.h"
@@ -49,6 +50,12 @@ struct LanguageModelInfo {
   int64_t max_position_embeddings = 0;  // 0: no limit (relative positions, T5)
   int64_t decoder_start_token_id = -1;  // encoder-decoder models: the decoder's first input
   ExpertsInfo experts;                  // mixtures of experts
+  /// Modules that run once per prompt, not per generated token: T5's encoder and its decoder's cross-attention key
+  /// and value projections (the keys and values are computed once and cached). PlanOptions::prompt_modules.
+  std::vector<std::string> prompt_modules;
+
+  /// What generation reads per token of each module: the experts at top_k / E, the prompt modules once per prompt.
+  ReadProfile read_profile() const;
 
   /// Bytes one token adds to the KV cache over all cached layers, stored as `dtype`.
   int64_t kv_cache_bytes_per_token(DType dtype = DType::F32) const;

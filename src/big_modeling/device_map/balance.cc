@@ -124,8 +124,9 @@ DeviceMapMode parse_device_map_mode(std::string_view mode) {
   if (mode == "balanced") return DeviceMapMode::Balanced;
   if (mode == "balanced_low_0") return DeviceMapMode::BalancedLow0;
   if (mode == "sequential") return DeviceMapMode::Sequential;
+  if (mode == "fast") return DeviceMapMode::Fast;
   throw Error(fmt::format("unknown device_map mode '{}'", mode), "device_map",
-              "choose 'auto', 'balanced', 'balanced_low_0' or 'sequential', or give a device map");
+              "choose 'auto', 'balanced', 'balanced_low_0', 'sequential' or 'fast', or give a device map");
 }
 
 std::string_view device_map_mode_name(DeviceMapMode mode) {
@@ -134,6 +135,7 @@ std::string_view device_map_mode_name(DeviceMapMode mode) {
     case DeviceMapMode::Balanced: return "balanced";
     case DeviceMapMode::BalancedLow0: return "balanced_low_0";
     case DeviceMapMode::Sequential: return "sequential";
+    case DeviceMapMode::Fast: return "fast";
   }
   return "?";
 }
@@ -145,7 +147,10 @@ DeviceMap plan_device_map(const nn::Module& model, DeviceMapMode mode, const Pla
     budget = detail::balance_budget(model, std::move(budget), options.max_memory.has_value(),
                                     options.no_split_module_classes, options.dtype, options.special_dtypes,
                                     mode == DeviceMapMode::BalancedLow0);
-  return detail::infer_with_budget(model, budget, options);
+  if (mode != DeviceMapMode::Fast) return detail::infer_with_budget(model, budget, options);
+  PlanOptions fast = options;
+  fast.strategy = PlanStrategy::Fast;
+  return detail::infer_with_budget(model, budget, fast);
 }
 
 }  // namespace ferry

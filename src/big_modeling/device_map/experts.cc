@@ -11,31 +11,8 @@
 namespace ferry {
 namespace {
 
-std::string join(const std::string& parent, const std::string& child) {
-  return parent.empty() ? child : parent + "." + child;
-}
-
 bool is_expert(const nn::Module& m, const std::vector<std::string>& classes) {
   return std::find(classes.begin(), classes.end(), m.type_name()) != classes.end();
-}
-
-bool holds_expert(const nn::Module& m, const std::vector<std::string>& classes) {
-  if (is_expert(m, classes)) return false;
-  for (const auto& named : m.named_modules())
-    if (named.module != &m && is_expert(*named.module, classes)) return true;
-  return false;
-}
-
-// The entry `name` of a map, split down to the experts inside it (each part keeps the entry's device).
-void expand(const nn::Module& model, const std::string& name, Device device, const std::vector<std::string>& classes,
-            DeviceMap& out) {
-  const nn::Module* m = model.find_submodule(name);
-  if (m == nullptr || !holds_expert(*m, classes)) {
-    out.set(name, device);
-    return;
-  }
-  for (const auto& [tensor, t] : nn::named_module_tensors(*m)) out.set(join(name, tensor), device);
-  for (const auto& child : m->children()) expand(model, join(name, child.name), device, classes, out);
 }
 
 }  // namespace
@@ -49,9 +26,9 @@ std::vector<std::string> expert_module_names(const nn::Module& model, const std:
 
 DeviceMap place_experts(const nn::Module& model, const DeviceMap& map, const std::vector<std::string>& expert_classes,
                         const std::function<std::optional<Device>(const std::string& expert)>& where) {
-  DeviceMap expanded;
-  for (const auto& [name, device] : map) expand(model, name, device, expert_classes, expanded);
-  for (const std::string& expert : expert_module_names(model, expert_classes))
+  const std::vector<std::string> experts = expert_module_names(model, expert_classes);
+  DeviceMap expanded = split_out_modules(model, map, experts);
+  for (const std::string& expert : experts)
     if (const std::optional<Device> d = where(expert)) expanded.set(expert, *d);
   return clean_device_map(expanded);
 }
@@ -65,35 +42,6 @@ std::optional<int64_t> expert_layer(const std::string& expert, const std::string
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   return std::strtoll(digits.c_str(), nullptr, 10);
-}
-
-std::vector<TokenReads> per_token_reads(const nn::Module& model, const DeviceMap& map, Device compute,
-                                        const std::vector<std::string>& expert_classes, double routed_fraction,
-                                        std::optional<DType> dtype) {
-  const ModuleSizes sizes = compute_module_sizes(model, dtype);
-  const std::vector<std::string> names = expert_module_names(model, expert_classes);
-  const std::unordered_set<std::string> experts(names.begin(), names.end());
-  auto inside_expert = [&](std::string prefix) {  // some enclosing module of the tensor is an expert
-    for (std::size_t dot = prefix.rfind('.'); dot != std::string::npos; dot = prefix.rfind('.')) {
-      prefix.resize(dot);
-      if (experts.count(prefix)) return true;
-    }
-    return false;
-  };
-  std::vector<TokenReads> rows = {{Device::disk()}, {Device::cpu()}};
-  for (const auto& [name, t] : model.named_parameters()) {
-    const std::optional<Device> d = map.device_for(name);
-    if (!d || *d == compute || !(d->is_disk() || d->is_cpu())) continue;
-    TokenReads& row = d->is_disk() ? rows[0] : rows[1];
-    (inside_expert(name) ? row.expert_bytes : row.dense_bytes) += sizes[name];
-  }
-  std::vector<TokenReads> out;
-  for (TokenReads& r : rows) {
-    if (r.dense_bytes == 0 && r.expert_bytes == 0) continue;
-    r.expected_bytes = static_cast<double>(r.dense_bytes) + routed_fraction * static_cast<double>(r.expert_bytes);
-    out.push_back(r);
-  }
-  return out;
 }
 
 int64_t unplanned_budget(const nn::Module& model, const DeviceMap& map, const PlanOptions& options, Device device) {
@@ -135,7 +83,7 @@ int64_t default_expert_cache_bytes(const nn::Module& model, const DeviceMap& map
                                    const std::vector<std::string>& expert_classes) {
   if (expert_classes.empty()) return 0;
   int64_t on_disk = 0;
-  for (const TokenReads& r : per_token_reads(model, map, Device::meta(), expert_classes, 0.0, options.dtype))
+  for (const TokenReads& r : per_token_reads(model, map, Device::meta(), {expert_classes}, options.dtype))
     if (r.device.is_disk()) on_disk = r.expert_bytes;
   if (on_disk == 0) return 0;
   return std::min(on_disk, unplanned_budget(model, map, options, Device::cpu()));

@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
+#include "ferry/big_modeling/token_reads.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/nn/module.h"
@@ -48,8 +50,14 @@ class Planner {
   }
 
   const ModuleSizes& sizes() const { return sizes_; }
-  /// Makes each expert (a module of one of `classes`) a unit and moves the units behind the dense parts.
-  void experts_last(const std::vector<std::string>& classes);
+  /// Makes each module for which `is_unit` holds a queue item of its own (splitting the items that hold one) and
+  /// moves the units behind everything else; each group keeps its order.
+  void units_last(const std::function<bool(const PlanItem&)>& is_unit);
+  /// Splits each queued module from position `from` on that holds a tied parameter with a partner outside it, down
+  /// to the module holding that parameter directly: the tie then brings only that module along with its partner
+  /// (e.g. a T5 encoder's embed_tokens with the shared embedding), not the whole of a unit queued last.
+  void open_tied_units(std::size_t from);
+  std::size_t queued() const { return queue_.size(); }
   DeviceMap run();
 
  private:
@@ -101,31 +109,53 @@ void Planner::init_devices() {
   }
 }
 
-// PlanOptions::expert_module_classes: split every queued module that holds an expert down to the experts, then
-// move the experts behind the dense parts (each group keeps its order).
-void Planner::experts_last(const std::vector<std::string>& classes) {
-  auto is_expert = [&](const nn::Module* m) {
-    return m != nullptr && std::find(classes.begin(), classes.end(), m->type_name()) != classes.end();
-  };
-  auto holds_expert = [&](const nn::Module* m) {
-    if (m == nullptr || is_expert(m)) return false;
-    for (const auto& named : m->named_modules())
-      if (is_expert(named.module)) return true;
+// Experts behind the dense parts (PlanOptions::expert_module_classes), prompt modules behind both (PlanStrategy::Fast):
+// split every queued module that holds a unit down to the units, then move the units last.
+void Planner::units_last(const std::function<bool(const PlanItem&)>& is_unit) {
+  auto holds_unit = [&](const PlanItem& item) {
+    if (item.module == nullptr || is_unit(item)) return false;
+    for (const auto& named : item.module->named_modules()) {
+      if (named.module == item.module) continue;
+      const std::string name = item.name.empty() ? named.name : item.name + "." + named.name;
+      if (is_unit({name, named.module})) return true;
+    }
     return false;
   };
   PlanQueue expanded;
   while (!queue_.empty()) {
     PlanItem item = std::move(queue_.front());
     queue_.pop_front();
-    if (!holds_expert(item.module)) {
+    if (!holds_unit(item)) {
       expanded.push_back(std::move(item));
       continue;
     }
     std::vector<PlanItem> children = split_items(item);
     queue_.insert(queue_.begin(), children.begin(), children.end());
   }
-  std::stable_partition(expanded.begin(), expanded.end(), [&](const PlanItem& i) { return !is_expert(i.module); });
+  std::stable_partition(expanded.begin(), expanded.end(), [&](const PlanItem& i) { return !is_unit(i); });
   queue_ = std::move(expanded);
+}
+
+void Planner::open_tied_units(std::size_t from) {
+  auto tied_inside = [&](const PlanItem& item) {  // a tied parameter below `item`, not its own, with a partner outside
+    for (const auto& group : tied_)
+      for (const std::string& p : group) {
+        if (!is_inside(p, item.name) || p.substr(0, p.rfind('.')) == item.name) continue;
+        for (const std::string& other : group)
+          if (!is_inside(other, item.name)) return true;
+      }
+    return false;
+  };
+  for (std::size_t i = from; i < queue_.size();) {
+    const PlanItem item = queue_[i];
+    if (item.module == nullptr || !tied_inside(item)) {
+      ++i;
+      continue;
+    }
+    std::vector<PlanItem> children = split_items(item);
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(i), children.begin(), children.end());
+  }
 }
 
 bool Planner::try_place(const PlanItem& item, DeviceState& dev, std::optional<int64_t> limit,
@@ -293,22 +323,71 @@ void Planner::fail_out_of_devices(const PlanItem& item) const {
 
 }  // namespace
 
-DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options) {
-  if (!options.expert_module_classes.empty()) {  // an expert is placed whole
-    PlanOptions o = options;
-    for (const std::string& c : options.expert_module_classes)
-      if (std::find(o.no_split_module_classes.begin(), o.no_split_module_classes.end(), c) ==
-          o.no_split_module_classes.end())
-        o.no_split_module_classes.push_back(c);
-    o.expert_module_classes.clear();
-    Planner planner(model, budget, o);
-    planner.experts_last(options.expert_module_classes);
-    if (!o.allow_disk) check_budget_can_fit(planner.sizes(), budget, o);
-    return planner.run();
+namespace {
+
+// The plan in the order `options` asks for: Accelerate's queue, with experts and (PlanStrategy::Fast) prompt modules
+// moved behind the rest.
+DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options, bool fast) {
+  PlanOptions o = options;
+  for (const std::string& c : options.expert_module_classes)  // an expert is placed whole
+    if (std::find(o.no_split_module_classes.begin(), o.no_split_module_classes.end(), c) ==
+        o.no_split_module_classes.end())
+      o.no_split_module_classes.push_back(c);
+  Planner planner(model, budget, o);
+  if (!options.expert_module_classes.empty())
+    planner.units_last([&](const PlanItem& i) {
+      return i.module != nullptr &&
+             std::find(options.expert_module_classes.begin(), options.expert_module_classes.end(),
+                       i.module->type_name()) != options.expert_module_classes.end();
+    });
+  if (fast) {
+    auto is_prompt = [&](const PlanItem& i) {
+      return i.module != nullptr && std::find(options.prompt_modules.begin(), options.prompt_modules.end(), i.name) !=
+                                        options.prompt_modules.end();
+    };
+    planner.units_last(is_prompt);
+    planner.open_tied_units(0);
   }
-  Planner planner(model, budget, options);
-  if (!options.allow_disk) check_budget_can_fit(planner.sizes(), budget, options);
+  if (!o.allow_disk) check_budget_can_fit(planner.sizes(), budget, o);
   return planner.run();
+}
+
+// What a generated token reads under `map` off the device that computes (the first GPU of the budget, else the cpu):
+// {from disk, in all}. Experts count whole (both plans place them alike).
+std::pair<double, double> token_reads_of(const nn::Module& model, const DeviceMap& map, const MaxMemory& budget,
+                                         const PlanOptions& options) {
+  Device compute = Device::cpu();
+  for (const auto& e : budget.entries())
+    if (e.device.is_accelerator() && e.bytes > 0) {
+      compute = e.device;
+      break;
+    }
+  const ReadProfile profile{options.expert_module_classes, 1.0, options.prompt_modules};
+  double disk = 0;
+  const std::vector<TokenReads> reads = per_token_reads(model, map, compute, profile, options.dtype);
+  for (const TokenReads& r : reads)
+    if (r.device.is_disk()) disk = r.expected_bytes;
+  return {disk, token_read_bytes(reads)};
+}
+
+}  // namespace
+
+DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options) {
+  if (options.strategy != PlanStrategy::Fast || options.prompt_modules.empty())
+    return plan_in_order(model, budget, options, false);
+  // PlanStrategy::Fast promises never to read more per generated token than Accelerate's order. Placing prompt
+  // modules last can lose where Accelerate's order fits everything: the main device keeps room for the largest
+  // module still queued, and a prompt module queued last keeps that room taken until the end. Then Accelerate's
+  // plan is the fast one.
+  // Cleaning merges a prompt module with its siblings on the same device; split it out again so that it keeps a hook
+  // of its own (a block's hook loads all of the block on each token).
+  DeviceMap fast = split_out_modules(model, plan_in_order(model, budget, options, true), options.prompt_modules);
+  DeviceMap accelerate = plan_in_order(model, budget, options, false);
+  const auto [fast_disk, fast_all] = token_reads_of(model, fast, budget, options);
+  const auto [acc_disk, acc_all] = token_reads_of(model, accelerate, budget, options);
+  if (fast_disk <= acc_disk && fast_all <= acc_all) return fast;
+  if (options.verbose) log_info("fast plan: Accelerate's order reads less per token for this budget; using it");
+  return accelerate;
 }
 
 }  // namespace ferry::detail

@@ -1,0 +1,51 @@
+// What generation reads from each device that does not compute (beyond Accelerate): per generated token and per
+// prompt, for a device map. `ferry plan` prints it for Accelerate's plan and the cost-aware one
+// (PlanStrategy::Fast), so a user sees what each costs.
+//
+// Modules fall in three kinds: dense modules run for every generated token; an expert (mixtures of experts) runs
+// for the tokens routed to it, top_k of E per layer; a prompt module (a seq2seq model's encoder, its decoder's
+// cross-attention key and value projections) runs once per prompt. A prompt reads everything placed off the
+// compute device once (its many tokens route to every expert, in expectation).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ferry/big_modeling/device_map.h"
+#include "ferry/core/dtype.h"
+#include "ferry/nn/module.h"
+
+namespace ferry {
+
+/// Which modules generation does not read for every token (models: LanguageModelInfo::read_profile()).
+struct ReadProfile {
+  std::vector<std::string> expert_classes;  ///< experts' module classes
+  double routed_fraction = 0.0;             ///< the share of its experts a token reads: top_k / E
+  std::vector<std::string> prompt_modules;  ///< names of the modules that run once per prompt
+};
+
+/// What generation reads from one device other than the one that computes (disk; the cpu when a GPU computes).
+struct TokenReads {
+  Device device;
+  int64_t dense_bytes = 0;    ///< read for every token
+  int64_t expert_bytes = 0;   ///< every expert placed there
+  int64_t prompt_bytes = 0;   ///< prompt modules placed there (read once per prompt)
+  double expected_bytes = 0;  ///< per generated token: dense_bytes + routed_fraction · expert_bytes
+  /// Per prompt: everything placed there, once.
+  int64_t prompt_read_bytes() const noexcept { return dense_bytes + expert_bytes + prompt_bytes; }
+};
+
+/// One row per device read from (none when everything lives on `compute`), in the order disk, cpu. Bytes per
+/// compute_module_sizes with `dtype`. A tensor inside an expert counts as the expert's (dispatch reads experts on
+/// their own); any other tensor is read with its device-map entry, the unit dispatch hooks: once per prompt when that
+/// entry is a prompt module or inside one, for every token otherwise (a prompt module merged into a larger entry is
+/// read with it, as Accelerate's plan of a T5 block reads its cross-attention projections on every token).
+std::vector<TokenReads> per_token_reads(const nn::Module& model, const DeviceMap& map, Device compute,
+                                        const ReadProfile& profile, std::optional<DType> dtype = std::nullopt);
+
+/// Σ expected_bytes over `reads`: the bytes a generated token reads off the compute device.
+double token_read_bytes(const std::vector<TokenReads>& reads);
+
+}  // namespace ferry
