@@ -105,6 +105,62 @@ TEST(Attention, SoftcapBendsScaledScoresBeforeTheSoftmax) {
   EXPECT_THAT(error_of([&] { attention(q, k, k, 0, 1.0f, 0, -1.0f); }), HasSubstr("softcap -1 must be ≥ 0"));
 }
 
+// T5's attention (attention_with_bias): the bias row [H, T, S] added to the scaled scores, causal or not, with
+// queries at an offset. Short query blocks go through the attention kernel, 16 or more (an encoder over its prompt)
+// through the GEMM kernels, several blocks of 256 queries too; every ISA, f32 / bf16 keys and values.
+TEST(Attention, WithBiasEveryPathMatchesReference) {
+  struct BiasCase {
+    int64_t T, S, H, D, Dv, q_offset;
+    bool causal, bias;
+  };
+  const BiasCase cases[] = {
+      {1, 1, 1, 8, 8, 0, false, true},        // one query, one key
+      {7, 7, 4, 16, 16, 0, false, true},      // a short encoder pass: the kernel path
+      {1, 40, 4, 64, 64, 39, true, true},     // a decoder step over its cache
+      {1, 23, 3, 64, 64, 0, false, false},    // cross-attention: no bias, not causal
+      {16, 16, 2, 8, 8, 0, false, true},      // the shortest GEMM block
+      {130, 130, 4, 64, 64, 0, false, true},  // an encoder pass: GEMMs, S not a multiple of the tiles
+      {20, 45, 2, 16, 24, 25, true, true},    // a chunk of decoder tokens after 25 cached (GEMM path, causal mask)
+      {300, 300, 1, 8, 8, 0, true, false},    // two query blocks of the GEMM path, causal
+      {17, 5, 2, 8, 8, 0, false, true},       // more queries than keys
+  };
+  for (DType kv_dtype : {DType::F32, DType::BF16})
+    for (const BiasCase& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(kv_dtype) << " T=" << c.T << " S=" << c.S << " H=" << c.H
+                                        << " off=" << c.q_offset << " causal=" << c.causal);
+      const Tensor q = random_tensor({c.T, c.H, c.D}, DType::F32, 7, -2, 2);
+      const Tensor k = random_tensor({c.S, c.H, c.D}, kv_dtype, 8, -2, 2);
+      const Tensor v = random_tensor({c.S, c.H, c.Dv}, kv_dtype, 9);
+      const Tensor bias = c.bias ? random_tensor({c.H, c.T, c.S}, DType::F32, 10, -3, 3) : Tensor();
+      const float scale = 0.5f;
+      const auto qv = q.to_vector<float>(), kv = k.to(DType::F32).to_vector<float>(),
+                 vv = v.to(DType::F32).to_vector<float>();
+      const std::vector<float> bv = c.bias ? bias.to_vector<float>() : std::vector<float>();
+      std::vector<double> want(static_cast<std::size_t>(c.T * c.H * c.Dv), 0.0);
+      for (int64_t t = 0; t < c.T; ++t)
+        for (int64_t h = 0; h < c.H; ++h) {
+          const int64_t n = c.causal ? c.q_offset + t + 1 : c.S;
+          std::vector<double> score(static_cast<std::size_t>(n));
+          double m = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < c.D; ++d) dot += double(qv[(t * c.H + h) * c.D + d]) * kv[(j * c.H + h) * c.D + d];
+            score[j] = dot * scale + (c.bias ? bv[(h * c.T + t) * c.S + j] : 0.0);
+            m = std::max(m, score[j]);
+          }
+          for (double& e : score) sum += (e = std::exp(e - m));
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t d = 0; d < c.Dv; ++d)
+              want[(t * c.H + h) * c.Dv + d] += score[j] / sum * vv[(j * c.H + h) * c.Dv + d];
+        }
+      for_each_isa([&](Isa) {
+        const Tensor out = attention_with_bias(q, k, v, bias, c.q_offset, c.causal, scale);
+        EXPECT_EQ(out.shape(), (Shape{c.T, c.H, c.Dv}));
+        EXPECT_TRUE(all_close(out.to_vector<float>(), want, 1e-5, 1e-5));
+      });
+    }
+}
+
 TEST(Attention, ErrorsExplainTheMismatch) {
   Tensor q = Tensor::zeros({2, 4, 8}, DType::F32), k = Tensor::zeros({5, 2, 8}, DType::F16);
   Tensor v = Tensor::zeros({5, 2, 8}, DType::F16);

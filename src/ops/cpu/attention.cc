@@ -21,12 +21,14 @@ namespace cpu {
 namespace scalar {
 
 void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv,
-            int64_t D, int64_t Dv, int64_t n, float scale, float softcap, float* scores, float* out) {
+            int64_t D, int64_t Dv, int64_t n, float scale, float softcap, const float* bias, int64_t bias_stride,
+            float* scores, float* out) {
   for (int64_t h = 0; h < heads; ++h, q += D, out += Dv) {
     for (int64_t j = 0; j < n; ++j) {
       float dot = 0;
       for (int64_t d = 0; d < D; ++d) dot += q[d] * load_f32(kv, k, j * k_stride + d);
       scores[j] = dot * scale;
+      if (bias) scores[j] += bias[h * bias_stride + j];
     }
     softcap_scores(scores, n, softcap);
     softmax(scores, scores, n);
@@ -124,7 +126,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t q_of
       const char* krow = kp + static_cast<std::size_t>(lo * k_stride + kvh * D) * esize;
       const char* vrow = vp + static_cast<std::size_t>(lo * v_stride + kvh * Dv) * esize;
       attend(qp + (t * Hq + h0) * D, slice, krow, k_stride, vrow, v_stride, k.dtype(), D, Dv, n, scale, softcap,
-             scores.data(), op + (t * Hq + h0) * Dv);
+             nullptr, 0, scores.data(), op + (t * Hq + h0) * Dv);
     }
   });
   return out;

@@ -86,7 +86,8 @@ constexpr int64_t kKeyBlock = 256;
 
 template <DType T>
 void attend_t(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v, int64_t v_stride,
-              int64_t D, int64_t Dv, int64_t n, float scale, float softcap, float* scores, float* out) {
+              int64_t D, int64_t Dv, int64_t n, float scale, float softcap, const float* bias, int64_t bias_stride,
+              float* scores, float* out) {
   const std::size_t es = dtype_size(T), kb = static_cast<std::size_t>(k_stride) * es,
                     vb = static_cast<std::size_t>(v_stride) * es;
   const std::size_t k_row = static_cast<std::size_t>(D) * es, v_row = static_cast<std::size_t>(Dv) * es;
@@ -109,8 +110,15 @@ void attend_t(const float* q, int64_t heads, const void* k, int64_t k_stride, co
   for (int64_t h = 0; h < heads; ++h) {
     float* sc = scores + h * n;
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(sc + j, _mm256_mul_ps(_mm256_loadu_ps(sc + j), sv));
-    for (; j < n; ++j) sc[j] *= scale;
+    if (bias) {
+      const float* b = bias + h * bias_stride;
+      for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(sc + j, _mm256_fmadd_ps(_mm256_loadu_ps(sc + j), sv, _mm256_loadu_ps(b + j)));
+      for (; j < n; ++j) sc[j] = sc[j] * scale + b[j];
+    } else {
+      for (; j + 8 <= n; j += 8) _mm256_storeu_ps(sc + j, _mm256_mul_ps(_mm256_loadu_ps(sc + j), sv));
+      for (; j < n; ++j) sc[j] *= scale;
+    }
     softcap_scores(sc, n, softcap);
     softmax(sc, sc, n);
     for (int64_t d = 0; d < Dv; ++d) out[h * Dv + d] = 0;
@@ -134,12 +142,17 @@ void attend_t(const float* q, int64_t heads, const void* k, int64_t k_stride, co
 }  // namespace
 
 void attend(const float* q, int64_t heads, const void* k, int64_t k_stride, const void* v, int64_t v_stride, DType kv,
-            int64_t D, int64_t Dv, int64_t n, float scale, float softcap, float* scores, float* out) {
+            int64_t D, int64_t Dv, int64_t n, float scale, float softcap, const float* bias, int64_t bias_stride,
+            float* scores, float* out) {
   const float c = softcap;
+  const float* b = bias;
+  const int64_t bs = bias_stride;
   switch (kv) {
-    case DType::F16: return attend_t<DType::F16>(q, heads, k, k_stride, v, v_stride, D, Dv, n, scale, c, scores, out);
-    case DType::BF16: return attend_t<DType::BF16>(q, heads, k, k_stride, v, v_stride, D, Dv, n, scale, c, scores, out);
-    default: return attend_t<DType::F32>(q, heads, k, k_stride, v, v_stride, D, Dv, n, scale, c, scores, out);
+    case DType::F16:
+      return attend_t<DType::F16>(q, heads, k, k_stride, v, v_stride, D, Dv, n, scale, c, b, bs, scores, out);
+    case DType::BF16:
+      return attend_t<DType::BF16>(q, heads, k, k_stride, v, v_stride, D, Dv, n, scale, c, b, bs, scores, out);
+    default: return attend_t<DType::F32>(q, heads, k, k_stride, v, v_stride, D, Dv, n, scale, c, b, bs, scores, out);
   }
 }
 
