@@ -79,7 +79,8 @@ struct PlanOptions {
   PlanStrategy strategy = PlanStrategy::Accelerate;
   /// Names of the modules that run once per prompt rather than once per generated token (models'
   /// LanguageModelInfo::prompt_modules, e.g. "encoder"). Used by PlanStrategy::Fast, which places them last, each a
-  /// unit of its own (split out of the no-split block that holds it).
+  /// unit of its own (split out of the no-split block that holds it; cleaning may merge them back into an entry on
+  /// one device, which changes nothing read: offloaded weights are read by the module that uses them).
   std::vector<std::string> prompt_modules;
 };
 
@@ -114,8 +115,7 @@ DeviceMap plan_device_map(const nn::Module& model, DeviceMapMode mode, const Pla
 
 /// `map` with each entry that holds one of `modules` (strictly below it) split into its direct tensors and children,
 /// recursively, so that every one of `modules` is covered by an entry of its own or one inside it; each part keeps
-/// the device of the entry it came from. Dispatch hooks entries, so a module split out is loaded on its own (a
-/// prompt module on disk is then not read with the per-token parts of its block).
+/// the device of the entry it came from (place_experts starts from it).
 DeviceMap split_out_modules(const nn::Module& model, const DeviceMap& map, const std::vector<std::string>& modules);
 
 /// Bytes a device map puts on each device (weights only, per compute_module_sizes with `dtype`), in

@@ -38,10 +38,10 @@ struct TokenReads {
 };
 
 /// One row per device read from (none when everything lives on `compute`), in the order disk, cpu. Bytes per
-/// compute_module_sizes with `dtype`. A tensor inside an expert counts as the expert's (dispatch reads experts on
-/// their own); any other tensor is read with its device-map entry, the unit dispatch hooks: once per prompt when that
-/// entry is a prompt module or inside one, for every token otherwise (a prompt module merged into a larger entry is
-/// read with it, as Accelerate's plan of a T5 block reads its cross-attention projections on every token).
+/// compute_module_sizes with `dtype`. Offloaded weights are read by the module that uses them when it runs (dispatch
+/// hooks each module with weights inside an offloaded entry, as Accelerate does), so a tensor counts as its innermost
+/// enclosing expert's or prompt module's: a T5 block on disk reads its cross-attention key and value projections only
+/// for the prompt, in either plan.
 std::vector<TokenReads> per_token_reads(const nn::Module& model, const DeviceMap& map, Device compute,
                                         const ReadProfile& profile, std::optional<DType> dtype = std::nullopt);
 

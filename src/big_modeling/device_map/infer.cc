@@ -379,9 +379,7 @@ DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, co
   // modules last can lose where Accelerate's order fits everything: the main device keeps room for the largest
   // module still queued, and a prompt module queued last keeps that room taken until the end. Then Accelerate's
   // plan is the fast one.
-  // Cleaning merges a prompt module with its siblings on the same device; split it out again so that it keeps a hook
-  // of its own (a block's hook loads all of the block on each token).
-  DeviceMap fast = split_out_modules(model, plan_in_order(model, budget, options, true), options.prompt_modules);
+  DeviceMap fast = plan_in_order(model, budget, options, true);
   DeviceMap accelerate = plan_in_order(model, budget, options, false);
   const auto [fast_disk, fast_all] = token_reads_of(model, fast, budget, options);
   const auto [acc_disk, acc_all] = token_reads_of(model, accelerate, budget, options);

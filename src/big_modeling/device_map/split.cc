@@ -1,6 +1,5 @@
 // split_out_modules (auto_device_map.h): the entries of a device map opened up so that given modules are entries of
-// their own — what place_experts does before moving experts, and what the fast plan does after cleaning so that a
-// module run once per prompt keeps a hook of its own.
+// their own — what place_experts does before it moves experts.
 #include <unordered_set>
 
 #include "ferry/big_modeling/auto_device_map.h"

@@ -17,21 +17,15 @@ std::vector<TokenReads> per_token_reads(const nn::Module& model, const DeviceMap
         profile.expert_classes.end())
       experts.insert(named.name);
   enum class Kind { Dense, Expert, Prompt };
-  // An expert is read when a token routes to it, whatever entry holds it (dispatch hooks experts on their own). Any
-  // other tensor is read with its device-map entry (the hook's unit): once per prompt when the entry is a prompt
-  // module or lies inside one, else for every token — a prompt module inside a larger entry is read with it.
-  auto inside = [](std::string name, const std::unordered_set<std::string>& modules, bool inclusive) {
-    if (inclusive && modules.count(name)) return true;
-    for (std::size_t dot = name.rfind('.'); dot != std::string::npos; dot = name.rfind('.')) {
-      name.resize(dot);
-      if (modules.count(name)) return true;
+  // Offloaded weights are read by the module that uses them, when it runs (dispatch hooks every module with weights
+  // of an offloaded entry, as Accelerate does; an expert is loaded whole): a tensor counts as its innermost enclosing
+  // expert or prompt module's.
+  auto kind_of = [&](std::string prefix) {
+    for (std::size_t dot = prefix.rfind('.'); dot != std::string::npos; dot = prefix.rfind('.')) {
+      prefix.resize(dot);
+      if (experts.count(prefix)) return Kind::Expert;
+      if (prompt.count(prefix)) return Kind::Prompt;
     }
-    return false;
-  };
-  auto kind_of = [&](const std::string& tensor) {
-    if (inside(tensor, experts, false)) return Kind::Expert;
-    const std::optional<std::string> key = map.key_for(tensor);
-    if (key && !key->empty() && inside(*key, prompt, true)) return Kind::Prompt;
     return Kind::Dense;
   };
   std::vector<TokenReads> rows = {{Device::disk()}, {Device::cpu()}};
