@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <regex>
 #include <sstream>
 #include <string>
 
@@ -609,10 +608,12 @@ TEST_F(FerryCli, PlanShowsBothStrategiesForAT0ppShapedModel) {
     "vocab_size": 32128})";
   // The GiB a strategy's row says a generated token reads from disk.
   auto per_token_gib = [](const std::string& out, const std::string& mode) {
-    const std::regex row("\\n  " + mode + R"([^\n]*per generated token: ([0-9.]+) GiB from disk)");
-    std::smatch m;
-    EXPECT_TRUE(std::regex_search(out, m, row)) << out;
-    return m.empty() ? 0.0 : std::stod(m[1]);
+    const std::string key = "per generated token: ";
+    const std::size_t row = out.find("\n  " + mode + " ");
+    const std::size_t at = row == std::string::npos ? row : out.find(key, row);
+    const std::size_t end = at == std::string::npos ? at : out.find(" GiB from disk", at);
+    EXPECT_TRUE(end != std::string::npos && out.find('\n', row + 1) > end) << mode << "\n" << out;
+    return end == std::string::npos ? 0.0 : std::stod(out.substr(at + key.size(), end - at - key.size()));
   };
   CliRun accelerate = ferry("plan " + folder.string() + " --max-memory cpu=16GiB");
   ASSERT_EQ(accelerate.code, 0) << accelerate.err;
