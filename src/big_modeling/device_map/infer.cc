@@ -53,11 +53,10 @@ class Planner {
   /// Makes each module for which `is_unit` holds a queue item of its own (splitting the items that hold one) and
   /// moves the units behind everything else; each group keeps its order.
   void units_last(const std::function<bool(const PlanItem&)>& is_unit);
-  /// Splits each queued module from position `from` on that holds a tied parameter with a partner outside it, down
-  /// to the module holding that parameter directly: the tie then brings only that module along with its partner
-  /// (e.g. a T5 encoder's embed_tokens with the shared embedding), not the whole of a unit queued last.
-  void open_tied_units(std::size_t from);
-  std::size_t queued() const { return queue_.size(); }
+  /// Splits each queued module that holds a tied parameter with a partner outside it, down to the module holding
+  /// that parameter directly: the tie then brings only that module along with its partner (e.g. a T5 encoder's
+  /// embed_tokens with the shared embedding), not the whole of a unit queued last.
+  void open_tied_units();
   DeviceMap run();
 
  private:
@@ -136,7 +135,7 @@ void Planner::units_last(const std::function<bool(const PlanItem&)>& is_unit) {
   queue_ = std::move(expanded);
 }
 
-void Planner::open_tied_units(std::size_t from) {
+void Planner::open_tied_units() {
   auto tied_inside = [&](const PlanItem& item) {  // a tied parameter below `item`, not its own, with a partner outside
     for (const auto& group : tied_)
       for (const std::string& p : group) {
@@ -146,7 +145,7 @@ void Planner::open_tied_units(std::size_t from) {
       }
     return false;
   };
-  for (std::size_t i = from; i < queue_.size();) {
+  for (std::size_t i = 0; i < queue_.size();) {
     const PlanItem item = queue_[i];
     if (item.module == nullptr || !tied_inside(item)) {
       ++i;
@@ -346,7 +345,7 @@ DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const 
                                         options.prompt_modules.end();
     };
     planner.units_last(is_prompt);
-    planner.open_tied_units(0);
+    planner.open_tied_units();
   }
   if (!o.allow_disk) check_budget_can_fit(planner.sizes(), budget, o);
   return planner.run();

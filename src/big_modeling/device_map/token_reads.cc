@@ -1,9 +1,9 @@
 // What generation reads off the compute device, per token and per prompt (include/ferry/big_modeling/token_reads.h).
 #include "ferry/big_modeling/token_reads.h"
 
-#include <algorithm>
 #include <unordered_set>
 
+#include "ferry/big_modeling/experts.h"  // expert_module_names
 #include "ferry/big_modeling/module_sizes.h"
 
 namespace ferry {
@@ -11,11 +11,9 @@ namespace ferry {
 std::vector<TokenReads> per_token_reads(const nn::Module& model, const DeviceMap& map, Device compute,
                                         const ReadProfile& profile, std::optional<DType> dtype) {
   const ModuleSizes sizes = compute_module_sizes(model, dtype);
-  std::unordered_set<std::string> experts, prompt(profile.prompt_modules.begin(), profile.prompt_modules.end());
-  for (const auto& named : model.named_modules())
-    if (std::find(profile.expert_classes.begin(), profile.expert_classes.end(), named.module->type_name()) !=
-        profile.expert_classes.end())
-      experts.insert(named.name);
+  const std::vector<std::string> expert_names = expert_module_names(model, profile.expert_classes);
+  const std::unordered_set<std::string> experts(expert_names.begin(), expert_names.end()),
+      prompt(profile.prompt_modules.begin(), profile.prompt_modules.end());
   enum class Kind { Dense, Expert, Prompt };
   // Offloaded weights are read by the module that uses them, when it runs (dispatch hooks every module with weights
   // of an offloaded entry, as Accelerate does; an expert is loaded whole): a tensor counts as its innermost enclosing
