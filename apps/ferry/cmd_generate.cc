@@ -33,6 +33,7 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   o.record_logits = static_cast<std::size_t>(f.logits);
   o.speculative.lookup_tokens = f.lookup;
   o.speculative.max_proposals = f.draft_max;
+  o.speculative.draft_sample = !f.draft_greedy;
   return o;
 }
 
@@ -198,8 +199,12 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option(
       "--draft-model", f->draft_model,
       "speculative decoding with a draft model: a smaller model folder or GGUF file with the same "
-      "vocabulary, loaded whole on the cpu; its greedy tokens are checked by the model, several per forward "
-      "(transformers' assistant_model)");
+      "vocabulary, loaded whole on the cpu; its tokens are checked by the model, several per forward: greedy ones, "
+      "or under sampling ones it samples, kept by speculative sampling's rule so that the output's distribution is "
+      "the model's (transformers' assistant_model)");
+  cmd->add_flag("--draft-greedy", f->draft_greedy,
+                "with --draft-model and sampling: the draft proposes its greedy tokens, checked by replaying plain "
+                "sampling, so the output equals plain sampling's with the same --seed (fewer proposals kept)");
   cmd->add_option("--draft-max", f->draft_max,
                   "speculative decoding: the most tokens proposed per step (default 8; the number adapts to how many "
                   "are kept)")

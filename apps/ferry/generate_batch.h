@@ -31,6 +31,7 @@ struct GenerateFlags {
   int64_t lookup = 0;                       // --lookup N: speculative decoding by prompt lookup
   std::string draft_model;                  // --draft-model DIR: speculative decoding with a draft model
   int64_t draft_max = 8;                    // --draft-max K
+  bool draft_greedy = false;                // --draft-greedy
 };
 
 /// The generation settings the flags ask for (the per-prompt defaults of a batch).

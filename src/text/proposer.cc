@@ -48,14 +48,19 @@ void check_draft_model(const models::LanguageModel& draft, const models::Languag
 namespace ferry::text::detail {
 
 DraftModel::DraftModel(models::LanguageModel& draft, const models::LanguageModel& target,
-                       std::span<const int64_t> prompt, DType kv_dtype)
+                       std::span<const int64_t> prompt, DType kv_dtype, std::optional<SamplingOptions> sampling)
     : draft_(draft) {
   check_draft_model(draft, target);
+  if (sampling && sampling->do_sample) {
+    sampling->seed ^= 0x9e3779b97f4a7c15ULL;  // a stream of its own, not the model's draws again
+    sampler_.emplace(*sampling);
+  }
   state_ = draft_.start_sequence(prompt, kv_dtype).state;
 }
 
 std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_t k) {
   std::vector<TokenId> out;
+  distributions_.clear();
   // The draft holds tokens.size() + k - 1 tokens after k proposals: within its context.
   k = std::min<int64_t>(k, draft_.context_length() - static_cast<int64_t>(tokens.size()) + 1);
   if (k <= 0) return out;
@@ -68,9 +73,17 @@ std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_
     ++forwards_;
     fed_ += row.tokens;
     const std::vector<float> v = logits.to_vector<float>();
-    const auto best = static_cast<TokenId>(std::max_element(v.begin(), v.end()) - v.begin());
-    out.push_back(best);
-    input.assign(1, best);
+    TokenId next = 0;
+    if (sampler_) {  // a draw from what the draft's sampler would draw from, over the tokens so far and its own
+      std::vector<TokenId> previous(tokens.begin(), tokens.end());
+      previous.insert(previous.end(), out.begin(), out.end());
+      sampler_->distribution(v, previous, distributions_.emplace_back());
+      next = sample_weights(distributions_.back(), sampler_->rng());
+    } else {
+      next = static_cast<TokenId>(std::max_element(v.begin(), v.end()) - v.begin());
+    }
+    out.push_back(next);
+    input.assign(1, next);
   }
   return out;
 }

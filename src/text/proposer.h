@@ -2,10 +2,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "ferry/models/language_model.h"
+#include "ferry/text/sampling.h"
 #include "ferry/text/speculative.h"
 #include "ferry/text/tokenizer.h"
 
@@ -19,6 +21,9 @@ class Proposer {
   virtual std::vector<TokenId> propose(std::span<const TokenId> tokens, int64_t k) = 0;
   /// Only the first `length` tokens of the sequence stand (the model rejected what followed).
   virtual void keep(int64_t length) { (void)length; }
+  /// The distributions the last proposals were drawn from, one per proposal (a sampling draft), for speculative
+  /// sampling's rule; empty when they are fixed tokens (verified by replay).
+  virtual std::span<const std::vector<double>> distributions() const { return {}; }
   /// Forwards of a draft model so far (0 without one).
   virtual std::size_t draft_forwards() const { return 0; }
 };
@@ -34,21 +39,26 @@ class PromptLookup final : public Proposer {
   int64_t max_ngram_;
 };
 
-/// A draft model's greedy tokens. Its sequence state follows the model's: the tokens it has not seen are fed at the
-/// next proposal, rejected ones are cropped away.
+/// A draft model's tokens: its greedy ones, or (given sampling options that sample) draws from its distribution after
+/// those options' processors, kept in distributions(). Its sequence state follows the model's: the tokens it has not
+/// seen are fed at the next proposal, rejected ones are cropped away.
 class DraftModel final : public Proposer {
  public:
   /// Starts the draft's sequence for `prompt` (an encoder-decoder draft runs its encoder now). Throws ferry::Error when
   /// the draft cannot stand in for `target`: another vocabulary size, or another kind (decoder-only against
-  /// encoder-decoder).
+  /// encoder-decoder). `sampling`: set and do_sample, the draft samples (its own random stream, seeded from the
+  /// options' seed).
   DraftModel(models::LanguageModel& draft, const models::LanguageModel& target, std::span<const int64_t> prompt,
-             DType kv_dtype);
+             DType kv_dtype, std::optional<SamplingOptions> sampling = std::nullopt);
   std::vector<TokenId> propose(std::span<const TokenId> tokens, int64_t k) override;
   void keep(int64_t length) override;
+  std::span<const std::vector<double>> distributions() const override { return distributions_; }
   std::size_t draft_forwards() const override { return forwards_; }
 
  private:
   models::LanguageModel& draft_;
+  std::optional<Sampler> sampler_;                  // sampling drafts
+  std::vector<std::vector<double>> distributions_;  // of the last proposals (sampling drafts)
   std::shared_ptr<models::SequenceState> state_;
   int64_t fed_ = 0;  // tokens of the sequence the draft's state holds
   std::size_t forwards_ = 0;

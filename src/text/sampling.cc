@@ -149,6 +149,25 @@ TokenId sample_categorical(std::span<const float> logits, Rng& rng) {
   return static_cast<TokenId>(last_positive);  // rounding left `target` at the very end
 }
 
+TokenId sample_weights(std::span<const double> weights, Rng& rng) {
+  double total = 0.0;
+  for (double w : weights) {
+    if (!(w >= 0.0)) throw Error("a sampling weight is negative or NaN", "sampling");
+    total += w;
+  }
+  if (!(total > 0.0) || std::isinf(total)) throw Error("no token has a positive (finite) weight", "sampling");
+  const double target = rng.uniform() * total;
+  double cumulative = 0.0;
+  std::size_t last_positive = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] == 0.0) continue;
+    cumulative += weights[i];
+    last_positive = i;
+    if (target < cumulative) return static_cast<TokenId>(i);
+  }
+  return static_cast<TokenId>(last_positive);  // rounding left `target` at the very end
+}
+
 Sampler::Sampler(SamplingOptions options) : options_(options), rng_(options.seed) {
   const auto& o = options_;
   if (!(o.repetition_penalty > 0.0f) || std::isinf(o.repetition_penalty)) {
@@ -179,6 +198,25 @@ TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> 
   if (o.top_p < 1.0f) apply_top_p(s, o.top_p);
   if (o.min_p > 0.0f) apply_min_p(s, o.min_p);
   return sample_categorical(s, rng_);
+}
+
+void Sampler::distribution(std::span<const float> logits, std::span<const TokenId> previous,
+                           std::vector<double>& probs) {
+  const auto& o = options_;
+  scratch_.assign(logits.begin(), logits.end());
+  const std::span<float> s(scratch_);
+  apply_repetition_penalty(s, previous, o.repetition_penalty);
+  if (!o.do_sample) {
+    probs.assign(logits.size(), 0.0);
+    probs[static_cast<std::size_t>(argmax(s))] = 1.0;
+    return;
+  }
+  check_no_nan(s, "sampling");
+  if (o.temperature != 1.0f) apply_temperature(s, o.temperature);
+  if (o.top_k != 0) apply_top_k(s, o.top_k);
+  if (o.top_p < 1.0f) apply_top_p(s, o.top_p);
+  if (o.min_p > 0.0f) apply_min_p(s, o.min_p);
+  softmax(s, probs);
 }
 
 }  // namespace ferry::text

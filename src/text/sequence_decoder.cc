@@ -17,8 +17,12 @@ SequenceDecoder::SequenceDecoder(const Tokenizer* tokenizer, std::span<const Tok
 
 std::optional<TokenId> SequenceDecoder::accept(std::span<const float> row) {
   if (early_ || stop_.stopped()) return std::nullopt;
+  return take(sampler_.sample(row, all_), row);
+}
+
+std::optional<TokenId> SequenceDecoder::take(TokenId next, std::span<const float> row) {
+  if (early_ || stop_.stopped()) return std::nullopt;
   if (step_++ < options_.record_logits) result_.step_logits.emplace_back(row.begin(), row.end());
-  const TokenId next = sampler_.sample(row, all_);
   all_.push_back(next);
   result_.generated_ids.push_back(next);
   // An EOS token's text is never shown, so the stream does not see it (its held text is flushed in finish()).

@@ -20,6 +20,15 @@ class SequenceDecoder {
   /// Samples from the logits of the sequence's last position, records the token and its text, and calls the
   /// callback. Returns the token when generation goes on (the next forward's input), nullopt when it stopped.
   std::optional<TokenId> accept(std::span<const float> logits_row);
+  /// As accept(), with the token chosen by the caller (speculative sampling's rule) instead of the sampler;
+  /// `logits_row` is only recorded (GenerateOptions::record_logits).
+  std::optional<TokenId> take(TokenId next, std::span<const float> logits_row);
+  /// The distribution accept() would draw this row's token from (the sampler's processors over the ids so far).
+  void distribution(std::span<const float> logits_row, std::vector<double>& probs) {
+    sampler_.distribution(logits_row, all_, probs);
+  }
+  /// The sampler's random stream (speculative sampling draws from it too).
+  Rng& rng() noexcept { return sampler_.rng(); }
   /// Ends generation early with `reason` (the context is full, the caller cancelled); a no-op once stopped.
   void stop_early(StopReason reason);
   /// Flushes the text the decoder still held and fills in the stop reason; call once, after the last accept().

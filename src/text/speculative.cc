@@ -1,7 +1,8 @@
 // The speculative generate loop (include/ferry/text/speculative.h): generate() hands one sequence here when a
 // proposer is set. Each step feeds the model the token it takes next and the proposals after it in one forward,
 // then gives the rows to the sequence's decoder one by one — plain decoding's sampler on the logits plain decoding
-// would have computed — while the sampled token equals the proposal the next row was computed after.
+// would have computed — while the sampled token equals the proposal the next row was computed after (replay); or,
+// for proposals a draft drew from its distribution, while speculative sampling's rule keeps them.
 #include "speculative_generate.h"
 
 #include <algorithm>
@@ -30,14 +31,21 @@ class Proposers final : public Proposer {
   Proposers(models::LanguageModel& model, const std::vector<int64_t>& prompt, const GenerateOptions& options) {
     const SpeculativeOptions& spec = options.speculative;
     if (spec.lookup_tokens > 0) lookup_ = std::make_unique<PromptLookup>(std::max<int64_t>(1, spec.lookup_max_ngram));
-    if (spec.draft) draft_ = std::make_unique<DraftModel>(*spec.draft, model, prompt, options.kv_cache_dtype);
+    if (spec.draft)
+      draft_ = std::make_unique<DraftModel>(*spec.draft, model, prompt, options.kv_cache_dtype,
+                                            spec.draft_sample ? std::optional(options.sampling) : std::nullopt);
   }
   std::vector<TokenId> propose(std::span<const TokenId> tokens, int64_t k) override {
+    from_draft_ = false;
     if (lookup_) {
       auto out = lookup_->propose(tokens, k);
       if (!out.empty() || !draft_) return out;
     }
+    from_draft_ = true;
     return draft_->propose(tokens, k);
+  }
+  std::span<const std::vector<double>> distributions() const override {
+    return from_draft_ ? draft_->distributions() : std::span<const std::vector<double>>{};
   }
   void keep(int64_t length) override {
     if (draft_) draft_->keep(length);
@@ -47,6 +55,7 @@ class Proposers final : public Proposer {
  private:
   std::unique_ptr<PromptLookup> lookup_;
   std::unique_ptr<DraftModel> draft_;
+  bool from_draft_ = false;  // the last proposals are the draft's
 };
 
 }  // namespace
@@ -77,6 +86,7 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
   SpeculativeStats stats;
   int64_t k = most;
   SpeculationGate gate;
+  std::vector<double> p;  // the model's distribution at a checked position (speculative sampling)
   // The token the model takes next (valid while `more`: a plain TokenId, as GCC 12 misreads a std::optional here).
   const std::optional<TokenId> first_token = options.stop.max_new_tokens > 0 ? seq.accept(first) : std::nullopt;
   bool more = first_token.has_value();
@@ -100,11 +110,25 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
     stats.proposed += proposals.size();
     const std::vector<float> logits = rows.to_vector<float>();
     const auto vocab = static_cast<std::size_t>(rows.size(1));
+    // Drawn proposals (a sampling draft) are verified by speculative sampling's rule, fixed ones by replay.
+    const std::span<const std::vector<double>> q = proposers.distributions();
+    const bool rule = !q.empty() && q.size() == proposals.size();
     std::size_t kept = 0;
     more = false;
     bool stopped = false;
     for (std::size_t i = 0; i <= proposals.size(); ++i) {
-      const std::optional<TokenId> tok = seq.accept(std::span<const float>(logits.data() + i * vocab, vocab));
+      const std::span<const float> logits_row(logits.data() + i * vocab, vocab);
+      std::optional<TokenId> tok;
+      bool agreed = false;
+      if (rule && i < proposals.size()) {
+        seq.distribution(logits_row, p);
+        const SpeculativeDraw d = speculative_sample(p, q[i], proposals[i], seq.rng());
+        tok = seq.take(d.token, logits_row);
+        agreed = d.accepted;
+      } else {
+        tok = seq.accept(logits_row);
+        agreed = tok && i < proposals.size() && *tok == proposals[i];  // the next row was computed after it
+      }
       if (!tok) {
         stopped = true;
         break;
@@ -114,7 +138,7 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
         stopped = true;
         break;
       }
-      if (i < proposals.size() && *tok == proposals[i]) {  // the next row was computed after this very token
+      if (agreed) {
         tokens.push_back(*tok);
         ++kept;
         continue;

@@ -217,7 +217,8 @@ TEST_F(FerryCli, GenerateJsonWithPromptIdsAndLogits) {
 }
 
 // Speculative decoding (issue 34) through the command: prompt lookup and a draft model keep the plain output token
-// for token, the end-of-run line and --json report the proposals, a draft of another vocabulary is refused naming
+// for token (greedy; sampled with --draft-greedy), a sampling draft that is the model has its proposals kept, the
+// end-of-run line and --json report the proposals, a draft of another vocabulary is refused naming
 // both models, and -i (batches) refuses the flags.
 TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
   const std::string m = model_.string();
@@ -237,6 +238,16 @@ TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
   EXPECT_EQ(nlohmann::json::parse(capped.out)["generated_ids"],
             nlohmann::json::parse(capped_plain.out)["generated_ids"]);
   EXPECT_EQ(nlohmann::json::parse(capped.out)["stop_reason"], "max_length");
+  // Sampling: a draft that samples (the model itself) has its proposals kept by speculative sampling's rule; with
+  // --draft-greedy the output is plain sampling's for the seed.
+  const std::string sampled = base + " --temp 0.9 --seed 3";
+  CliRun plain_s = ferry(sampled), rule = ferry(sampled + " --draft-model " + m + " --draft-max 4"),
+         replay = ferry(sampled + " --draft-model " + m + " --draft-max 4 --draft-greedy");
+  for (const CliRun* r : {&plain_s, &rule, &replay}) ASSERT_EQ(r->code, 0) << r->err;
+  const auto rs = nlohmann::json::parse(rule.out);
+  EXPECT_EQ(nlohmann::json::parse(replay.out)["generated_ids"], nlohmann::json::parse(plain_s.out)["generated_ids"]);
+  EXPECT_EQ(rs["generated_ids"].size(), 16u);
+  EXPECT_GE(rs["speculative"]["accepted"].get<int>() + 4, rs["speculative"]["proposed"].get<int>());
   CliRun text = ferry("generate -m " + m + " --prompt-ids 1,5,9 -n 8 --device-map cpu --draft-model " + m);
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_CONTAINS(text.err, "speculative:");

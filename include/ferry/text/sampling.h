@@ -83,6 +83,21 @@ TokenId sample_categorical(std::span<const float> logits, Rng& rng);
 /// Softmax in double precision (max-subtracted), written to `probs` (resized).
 void softmax(std::span<const float> logits, std::vector<double>& probs);
 
+/// Draws an index with probability proportional to `weights` (non-negative; zero ones are never drawn), inverting
+/// the cumulative sum in index order with one rng.uniform(). Throws ferry::Error when no weight is positive or one is
+/// negative or NaN.
+TokenId sample_weights(std::span<const double> weights, Rng& rng);
+
+/// One position of speculative sampling: `proposal` was drawn from the draft's distribution `q`; `p` is the model's.
+/// Kept with probability min(1, p(x) / q(x)) (one rng.uniform()); otherwise the token is drawn from max(0, p - q)
+/// normalised (one more). The token returned is distributed as p. Throws ferry::Error when p and q differ in size or
+/// the proposal lies outside them.
+struct SpeculativeDraw {
+  TokenId token = 0;
+  bool accepted = false;  ///< token is the proposal, kept
+};
+SpeculativeDraw speculative_sample(std::span<const double> p, std::span<const double> q, TokenId proposal, Rng& rng);
+
 /// Applies SamplingOptions to logit rows and picks tokens; owns the Rng, so successive calls continue one
 /// random stream. Not thread-safe: one per generation.
 class Sampler {
@@ -93,6 +108,9 @@ class Sampler {
   /// The next token for one row of logits [vocab]. `previous`: the ids so far (prompt + generated),
   /// used by the repetition penalty. `logits` is not modified.
   TokenId sample(std::span<const float> logits, std::span<const TokenId> previous = {});
+  /// The distribution sample() draws from for this row, written to `probs` (resized to the vocabulary): the
+  /// processors applied, then softmax; greedy decoding gives 1 at its argmax. Draws nothing from the Rng.
+  void distribution(std::span<const float> logits, std::span<const TokenId> previous, std::vector<double>& probs);
 
   const SamplingOptions& options() const { return options_; }
   Rng& rng() { return rng_; }

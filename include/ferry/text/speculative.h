@@ -4,14 +4,26 @@
 // last n-gram, in the prompt and the output so far; no second model) and a draft model (a smaller model of the same
 // vocabulary, its proposals its greedy tokens).
 //
-// Verification by replay: the model's logits for the checked positions are handed, row by row, to the same sampler
+// Verification, when the proposals are fixed tokens (prompt lookup, a greedy draft; and greedy decoding always): by
+// replay. The model's logits for the checked positions are handed, row by row, to the same sampler
 // plain decoding uses, and proposals are kept while each sampled token equals the proposal after which the next
 // row was computed. So the output is plain decoding's, token for token, greedy or sampled with the same seed —
 // not only its distribution — as far as the rows of one forward over several tokens equal those of forwards over
 // one (bit for bit for bf16 weights on AVX-512 BF16 and AMX CPUs, whose linear kernels are batch invariant; within
-// f32 summation order otherwise, which can flip a near-tie). Under sampling a proposal is kept with the probability
-// the model gives it (plain decoding's own draw), lower than the min(1, p/q) of the rejection rule of Leviathan et al.
-// but exact. Rejected positions are rolled back by SequenceState::crop, without copying the cache.
+// f32 summation order otherwise, which can flip a near-tie). Under sampling a proposal is then kept with the
+// probability p(x) the model gives it, and a rejection draws from p without x: the rule below for a draft q that puts
+// all its mass on x.
+//
+// Verification when a draft model samples (sampling, SpeculativeOptions::draft_sample): speculative sampling, the rule
+// of Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative Decoding", Algorithm 1) and Chen et al.
+// 2023. The draft draws each proposal x from its own processed distribution q (the same sampling options); the model
+// keeps it with probability min(1, p(x) / q(x)), p the distribution plain decoding would draw from at that position;
+// at the first rejection the token is drawn from max(0, p - q) normalised and the step ends; when every proposal is
+// kept, one more token is drawn from p after the last. Each output token is then distributed as p given the tokens
+// before it — the model's distribution, whatever the draft — but not equal, draw for draw, to plain decoding's with
+// the same seed. A draft close to the model keeps most proposals (1 - the total variation distance between p and q
+// per token), where replay keeps only p(x). Rejected positions are rolled back by SequenceState::crop, without
+// copying the cache. The rule itself: speculative_sample (sampling.h).
 //
 // HF: generate(..., assistant_model=draft, prompt_lookup_num_tokens=N); llama.cpp: --model-draft, --draft-max,
 // lookup decoding.
@@ -34,6 +46,10 @@ struct SpeculativeOptions {
   /// The most proposals per step. The number adapts: +2 after a step that kept every proposal, -1 after one that did
   /// not, between 1 and this (HF's "heuristic" schedule). llama.cpp: --draft-max.
   int64_t max_proposals = 8;
+  /// Under sampling: the draft samples its proposals and they are verified by the rule of speculative sampling
+  /// (above; the output's distribution is the model's). false: the draft proposes its greedy tokens, verified by
+  /// replay (the output equals plain sampling's with the same seed). HF: the assistant's do_sample.
+  bool draft_sample = true;
 
   bool enabled() const noexcept { return lookup_tokens > 0 || draft != nullptr; }
 };
