@@ -216,10 +216,8 @@ void add_generate_command(CLI::App& app) {
     if (!f->chat.empty() && (!f->prompt.empty() || !f->prompt_ids.empty() || f->interactive || !f->input.empty()))
       throw Error("--chat is the prompt", "generate", "pass either --chat MESSAGE or -p / --prompt-ids / -i / --interactive");
     if (!f->input.empty() && (f->interactive || !f->prompt.empty() || !f->prompt_ids.empty()))
-      throw Error("-i reads the prompts from a file", "generate", "pass either -i FILE, or -p / --prompt-ids / --interactive");
-    if (!f->input.empty() && (f->lookup > 0 || !f->draft_model.empty()))
-      throw Error(ErrorKind::InvalidValue, "speculative decoding (--lookup, --draft-model) runs one prompt at a time",
-                  "generate", "drop -i, or the speculative flags");
+      throw Error("-i reads the prompts from a file", "generate",
+                  "pass either -i FILE, or -p / --prompt-ids / --interactive");
     std::vector<BatchPrompt> batch_prompts;
     if (!f->input.empty()) batch_prompts = read_batch_prompts(f->input);  // before loading: a bad file fails fast
     std::optional<text::Tokenizer> tok;
@@ -254,25 +252,14 @@ void add_generate_command(CLI::App& app) {
     const text::ChatTemplate* chat_template = chat ? &*chat : nullptr;
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
     std::optional<LoadedModel> draft;
-    if (!f->draft_model.empty()) {
-      ModelFlags d;
-      d.model = f->draft_model;
-      d.device_map = "cpu";
-      d.apply();
-      try {
-        draft = load_for_run(d, nullptr);
-        text::check_draft_model(*draft->model, *lm.model);
-      } catch (const Error& e) {
-        throw e.with_context("--draft-model " + f->draft_model + " for " + f->model.model);
-      }
-    }
+    if (!f->draft_model.empty()) draft = load_draft_model(f->draft_model, lm, f->model.model);
     models::LanguageModel* draft_model = draft ? draft->model.get() : nullptr;
     if (!chat_ids.empty()) {
       run_once(*f, lm, tok, chat_template, "", draft_model, &chat_ids);
       return;
     }
     if (!f->input.empty()) {
-      run_batch(*f, lm, tok, batch_prompts);
+      run_batch(*f, lm, tok, batch_prompts, draft_model);
       return;
     }
     if (!f->interactive) {

@@ -29,6 +29,12 @@ nlohmann::json result_json(const BatchPrompt& p, const text::SequenceResult& r) 
   j["stop_reason"] = text::to_string(r.result.stop_reason);
   j["timings"] = {{"prefill_s", r.result.timings.prefill_seconds}, {"decode_s", r.result.timings.decode_seconds}};
   if (!r.result.step_logits.empty()) j["logits"] = r.result.step_logits;
+  if (const auto& sp = r.result.speculative; sp.target_forwards > 0)
+    j["speculative"] = {{"proposed", sp.proposed},
+                        {"accepted", sp.accepted},
+                        {"acceptance_rate", sp.acceptance_rate()},
+                        {"target_forwards", sp.target_forwards},
+                        {"draft_forwards", sp.draft_forwards}};
   return j;
 }
 
@@ -105,13 +111,14 @@ std::vector<BatchPrompt> read_batch_prompts(const std::string& path) {
 }
 
 void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
-               const std::vector<BatchPrompt>& prompts) {
+               const std::vector<BatchPrompt>& prompts, models::LanguageModel* draft) {
   text::BatchOptions bo;
   bo.max_batch_size = f.batch;
   bo.max_kv_cache_bytes = kv_budget(f, lm);
   const text::Tokenizer* tp = tok ? &*tok : nullptr;
   text::BatchGenerator gen(*lm.model, tp, bo);
-  const text::GenerateOptions defaults = generate_options(f, lm);
+  text::GenerateOptions defaults = generate_options(f, lm);
+  defaults.speculative.draft = draft;
 
   // Sequences in input order; a line that cannot even be queued keeps its error as its result.
   std::map<std::size_t, text::SequenceResult> early;  // input index -> result, for lines refused here
@@ -151,6 +158,7 @@ void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optiona
   // Results are printed in input order: each as soon as every earlier one is out.
   std::map<std::size_t, text::SequenceResult> ready = std::move(early);
   std::size_t next_out = 0, done = 0, tokens = 0, failed = 0;
+  text::SpeculativeStats speculative;  // summed over the sequences
   auto flush = [&] {
     while (true) {
       auto it = ready.find(next_out);
@@ -179,6 +187,8 @@ void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optiona
   while (gen.has_work()) {
     for (auto& r : gen.step()) {
       tokens += r.result.generated_ids.size();
+      speculative.proposed += r.result.speculative.proposed;
+      speculative.accepted += r.result.speculative.accepted;
       ++done;
       ready[index_of.at(r.id)] = std::move(r);
     }
@@ -192,6 +202,9 @@ void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optiona
     std::fprintf(stderr, "\n%zu sequences (%zu failed) | %zu tokens generated in %.2f s, %.2f tok/s | %zu steps\n",
                  prompts.size(), failed, tokens, seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0,
                  steps);
+    if (defaults.speculative.enabled())
+      std::fprintf(stderr, "speculative: %zu of %zu proposed tokens kept (%.0f %%), each sequence on its own\n",
+                   speculative.accepted, speculative.proposed, 100.0 * speculative.acceptance_rate());
   }
   if (failed > 0)
     throw Error(std::to_string(failed) + " of " + std::to_string(prompts.size()) + " prompts failed", "generate",

@@ -44,8 +44,9 @@ using BatchPrompt = text::PromptLine;
 std::vector<BatchPrompt> read_batch_prompts(const std::string& path);
 
 /// Generates every prompt; prints results in input order. Throws ferry::Error after printing everything when
-/// some sequences failed (exit code 1), so that a script notices.
+/// some sequences failed (exit code 1), so that a script notices. `draft`: the --draft-model (null: none); with it or
+/// --lookup each sequence speculates on its own.
 void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optional<text::Tokenizer>& tok,
-               const std::vector<BatchPrompt>& prompts);
+               const std::vector<BatchPrompt>& prompts, models::LanguageModel* draft);
 
 }  // namespace ferry::cli

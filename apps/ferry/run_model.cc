@@ -15,6 +15,7 @@
 #include "ferry/models/config.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/text/pretrained.h"
+#include "ferry/text/speculative.h"
 
 namespace ferry::cli {
 
@@ -134,6 +135,20 @@ std::string h2d_line(const H2dTraffic& t) {
   if (t.bytes == 0) return "";
   return fmt::format("host→device: {} per forward, {:.2f} GB/s", format_bytes(static_cast<int64_t>(t.bytes_per_forward)),
                      t.gb_per_s);
+}
+
+LoadedModel load_draft_model(const std::string& path, const LoadedModel& target, const std::string& target_path) {
+  ModelFlags d;
+  d.model = path;
+  d.device_map = "cpu";
+  d.apply();
+  try {
+    LoadedModel draft = load_for_run(d, nullptr);
+    text::check_draft_model(*draft.model, *target.model);
+    return draft;
+  } catch (const Error& e) {
+    throw e.with_context("--draft-model " + path + " for " + target_path);
+  }
 }
 
 }  // namespace ferry::cli

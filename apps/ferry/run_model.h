@@ -61,4 +61,9 @@ std::optional<io::DiskBandwidth> disk_bound_for(const std::filesystem::path& mod
 /// Plans, prints the plan to `log` (nullptr: nothing), loads. Throws ferry::Error with what to do.
 LoadedModel load_for_run(const ModelFlags& flags, std::FILE* log);
 
+/// A speculative decoding draft (--draft-model PATH) for `target` (loaded from `target_path`): loaded whole on the
+/// cpu, quietly. Throws ferry::Error naming both paths when it cannot be loaded or cannot propose for the target
+/// (text::check_draft_model).
+LoadedModel load_draft_model(const std::string& path, const LoadedModel& target, const std::string& target_path);
+
 }  // namespace ferry::cli

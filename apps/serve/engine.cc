@@ -225,6 +225,8 @@ void Engine::loop() {
         else ++stats_.completed;
         stats_.prompt_tokens += r.result.prompt_ids.size();
         stats_.generated_tokens += r.result.generated_ids.size();
+        stats_.proposed_tokens += r.result.speculative.proposed;
+        stats_.accepted_tokens += r.result.speculative.accepted;
         done.emplace_back(std::move(it->second), std::move(r));
         streams_.erase(it);
       }

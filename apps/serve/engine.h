@@ -78,6 +78,7 @@ class RequestStream {
 struct EngineStats {
   uint64_t submitted = 0, completed = 0, cancelled = 0, failed = 0, refused = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t proposed_tokens = 0, accepted_tokens = 0;  // speculative decoding, finished sequences
   uint64_t steps = 0, step_rows = 0;  // forwards, and the sequences they carried (average batch = rows / steps)
   double step_seconds = 0;            // time inside forwards
   int64_t running = 0, waiting = 0;   // gauges

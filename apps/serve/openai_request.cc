@@ -179,10 +179,28 @@ CompletionRequest parse_completion_request(std::string_view body_text, Endpoint 
   if (!body.is_object()) throw bad_request(std::string("the body must be a JSON object, not ") + type_name(body));
   const bool chat = endpoint == Endpoint::ChatCompletions;
 
-  static const std::set<std::string> common = {"model", "max_tokens", "temperature", "top_p", "top_k", "min_p",
-                                                "repetition_penalty", "seed", "stop", "stream", "stream_options",
-                                                "logprobs", "user", "metadata", "store", "service_tier", "n",
-                                                "presence_penalty", "frequency_penalty", "logit_bias"};
+  static const std::set<std::string> common = {"model",
+                                               "max_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "top_k",
+                                               "min_p",
+                                               "repetition_penalty",
+                                               "seed",
+                                               "stop",
+                                               "stream",
+                                               "stream_options",
+                                               "logprobs",
+                                               "user",
+                                               "metadata",
+                                               "store",
+                                               "service_tier",
+                                               "n",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "logit_bias",
+                                               "prompt_lookup_num_tokens",
+                                               "num_assistant_tokens"};
   static const std::set<std::string> chat_only = {"messages", "max_completion_tokens", "top_logprobs", "tools",
                                                    "tool_choice", "parallel_tool_calls", "response_format"};
   static const std::set<std::string> completions_only = {"prompt", "echo", "suffix", "best_of"};
@@ -254,6 +272,12 @@ CompletionRequest parse_completion_request(std::string_view body_text, Endpoint 
   }
   if (const auto it = body.find("seed"); it != body.end() && !it->is_null())
     r.seed = static_cast<uint64_t>(get_int(*it, "seed"));
+  for (auto [key, field] : {std::pair{"prompt_lookup_num_tokens", &r.prompt_lookup_num_tokens},
+                            std::pair{"num_assistant_tokens", &r.num_assistant_tokens}})
+    if (const auto it = body.find(key); it != body.end() && !it->is_null()) {
+      *field = get_int(*it, key);
+      if (**field < 0 || **field > 64) throw bad_request(std::string("'") + key + "' must lie in [0, 64]", key);
+    }
   if (const auto it = body.find("stop"); it != body.end()) r.stop = get_stop(*it);
   if (const auto it = body.find("stream"); it != body.end() && !it->is_null()) r.stream = get_bool(*it, "stream");
   if (const auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {

@@ -3,7 +3,9 @@
 // Strict where a silent difference would give a wrong answer: a parameter ferry cannot honour (n > 1, a non-zero
 // presence penalty, logit_bias, echo, suffix, ...) or does not know is a 400 naming it, never ignored; fields that
 // change nothing about the tokens (user, metadata, store, ...) are accepted. Types and ranges follow OpenAI's API
-// reference; the extensions llama-server and vLLM accept (top_k, min_p, repetition_penalty) are accepted too.
+// reference; the extensions llama-server and vLLM accept (top_k, min_p, repetition_penalty) are accepted too, and
+// speculative decoding's per-request settings under transformers' generate() names (prompt_lookup_num_tokens,
+// num_assistant_tokens).
 //
 // OpenAI: the Chat Completions and (legacy) Completions request objects.
 #pragma once
@@ -36,6 +38,9 @@ struct CompletionRequest {
   int64_t top_k = 0;                                   // extension; 0 = off
   double min_p = 0.0, repetition_penalty = 1.0;        // extensions
   std::optional<uint64_t> seed;
+  // Extensions: speculative decoding for this request, over the server's --lookup / --draft-model settings.
+  std::optional<int64_t> prompt_lookup_num_tokens;  // 0: no prompt lookup
+  std::optional<int64_t> num_assistant_tokens;      // the draft's proposals per step at most; 0: no draft
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage

@@ -143,6 +143,15 @@ Server::Prepared Server::prepare(const std::string& body, Endpoint endpoint) con
   o.sampling.min_p = static_cast<float>(r.min_p);
   o.sampling.repetition_penalty = static_cast<float>(r.repetition_penalty);
   o.sampling.seed = r.seed ? *r.seed : std::random_device{}();
+  o.speculative = options_.speculative;
+  if (r.prompt_lookup_num_tokens) o.speculative.lookup_tokens = *r.prompt_lookup_num_tokens;
+  if (r.num_assistant_tokens) {
+    if (*r.num_assistant_tokens > 0 && !options_.speculative.draft)
+      throw bad_request("this server has no draft model for 'num_assistant_tokens' (ferry serve --draft-model DIR)",
+                        "num_assistant_tokens");
+    if (*r.num_assistant_tokens == 0) o.speculative.draft = nullptr;
+    else o.speculative.max_proposals = *r.num_assistant_tokens;
+  }
   o.stop.max_new_tokens = static_cast<std::size_t>(max_new);
   o.stop.eos_token_ids = options_.eos_token_ids;
   o.stop.stop_strings = r.stop;

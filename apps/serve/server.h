@@ -59,6 +59,9 @@ struct ServerOptions {
   // response says "Connection: close"), so a pooled client can never send on a connection the server is closing.
   int keep_alive_seconds = 0;
   std::vector<text::TokenId> eos_token_ids;
+  /// Speculative decoding for every request (--lookup, --draft-model: the draft, loaded, outlives the server); a
+  /// request may turn either off or change its number (prompt_lookup_num_tokens, num_assistant_tokens).
+  text::SpeculativeOptions speculative;
   /// What /v1/models/{id} adds under "ferry" (beside OpenAI's id, object, created, owned_by): the loaded model's
   /// class, device map, EOS ids and chat template, as `ferry generate --json` reports them. Null: nothing.
   nlohmann::json model_details;

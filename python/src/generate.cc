@@ -131,12 +131,6 @@ nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, boo
     for (const auto& row : token_rows_arg(inputs, &two_d)) prompts.emplace_back(row.begin(), row.end());
   }
 
-  if (o.speculative.enabled() && prompts.size() > 1)
-    throw Error(ErrorKind::InvalidValue,
-                "speculative decoding (assistant_model, prompt_lookup_num_tokens) takes one "
-                "prompt",
-                "generate",
-                "generate the prompts one at a time (transformers' assisted generation also takes batch size 1)");
   const std::vector<text::GenerateResult> results = run(m, prompts, s);
 
   // Sequences as transformers returns them: causal = prompt + generated; seq2seq = start token + generated;

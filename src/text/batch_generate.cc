@@ -8,6 +8,8 @@
 #include "ferry/core/error.h"
 #include "ferry/models/kv_cache.h"
 #include "sequence_decoder.h"
+#include "speculation.h"
+#include "speculative_generate.h"
 
 namespace ferry::text {
 namespace {
@@ -29,7 +31,9 @@ struct BatchGenerator::Sequence {
   std::string error;        // set by add() for a request that cannot run
   std::unique_ptr<detail::SequenceDecoder> decoder;
   std::shared_ptr<models::SequenceState> state;  // the model's, from admission to retirement
-  std::vector<TokenId> input;  // the next forward's tokens: the prompt, then one token per step
+  std::vector<TokenId> input;  // the next forward's tokens: the prompt, then the next token (and proposals)
+  std::unique_ptr<detail::Proposer> proposer;  // speculative decoding (options.speculative), from admission
+  std::unique_ptr<detail::Speculation> speculation;
   int64_t max_length = 0;      // prompt + generated tokens allowed: up to max_new_tokens and the context
   std::size_t kv_bytes = 0;    // the cache at max_length
   bool prefilled = false;
@@ -49,9 +53,6 @@ BatchGenerator::BatchGenerator(models::LanguageModel& model, const Tokenizer* to
 BatchGenerator::~BatchGenerator() = default;
 
 SequenceId BatchGenerator::add(std::vector<TokenId> prompt_ids, GenerateOptions options, TokenCallback on_token) {
-  if (options.speculative.enabled())
-    throw Error(ErrorKind::InvalidValue, "speculative decoding runs one sequence at a time, not in a batch",
-                "BatchGenerator::add", "generate the sequence alone with generate(), or without speculative options");
   auto s = std::make_unique<Sequence>();
   s->prompt = std::move(prompt_ids);
   s->options = std::move(options);
@@ -64,6 +65,7 @@ SequenceId BatchGenerator::add(std::vector<TokenId> prompt_ids, GenerateOptions 
                       std::to_string(s->max_length) + " tokens, more than the whole budget of " +
                       std::to_string(options_.max_kv_cache_bytes >> 20) + " MiB",
                   "generate", "lower max_new_tokens, shorten the prompt, or raise the KV cache budget");
+    if (s->options.speculative.draft) check_draft_model(*s->options.speculative.draft, model_);
     const std::vector<int64_t> first = model_.first_input(std::vector<int64_t>(s->prompt.begin(), s->prompt.end()));
     const std::vector<TokenId> start(first.begin(), first.end());
     s->decoder = std::make_unique<detail::SequenceDecoder>(tokenizer_, start, s->options, std::move(on_token));
@@ -103,6 +105,8 @@ SequenceResult BatchGenerator::retire(Sequence& s) {
   SequenceResult r;
   r.id = s.id;
   r.error = s.error;
+  const std::optional<SpeculativeStats> speculative = s.speculation ? std::optional(s.speculation->stats())
+                                                                    : std::nullopt;
   if (s.decoder) {
     if (s.cancelled) s.decoder->stop_early(StopReason::Cancelled);
     r.result = std::move(s.decoder->finish());
@@ -114,6 +118,9 @@ SequenceResult BatchGenerator::retire(Sequence& s) {
   // An encoder-decoder's SequenceDecoder saw the start token: the prompt is the encoder's input.
   r.result.prompt_ids = s.prompt;
   r.result.timings.prompt_tokens = s.prompt.size();
+  if (speculative) r.result.speculative = *speculative;
+  s.speculation.reset();
+  s.proposer.reset();  // a draft model's sequence state goes with it
   if (s.state) {
     s.state.reset();
     kv_reserved_ -= s.kv_bytes;
@@ -149,6 +156,18 @@ std::vector<SequenceResult> BatchGenerator::admit(int64_t& step_tokens) {
     const auto len = static_cast<int64_t>(s.prompt.size());
     if (prompts > 0 && step_tokens + len > options_.max_step_tokens) break;
     if (options_.max_kv_cache_bytes > 0 && kv_reserved_ + s.kv_bytes > options_.max_kv_cache_bytes) break;
+    if (s.options.speculative.enabled()) {  // its proposers (a draft model starts its own sequence)
+      try {
+        s.proposer = detail::make_proposer(model_, std::vector<int64_t>(s.prompt.begin(), s.prompt.end()), s.options);
+        s.speculation = std::make_unique<detail::Speculation>(*s.proposer,
+                                                              detail::proposals_per_step(s.options.speculative));
+      } catch (const Error& e) {
+        s.error = e.what();
+        done.push_back(retire(s));
+        waiting_.pop_front();
+        continue;
+      }
+    }
     // A decoder-only model's cache is allocated once, at the length counted; an encoder-decoder one runs its
     // encoder now.
     models::SequenceStart start = model_.start_sequence(std::vector<int64_t>(s.prompt.begin(), s.prompt.end()),
@@ -182,34 +201,56 @@ std::vector<SequenceResult> BatchGenerator::step() {
     return done;
   }
 
+  // Each running sequence's tokens: its prompt (admitted now), or its next token and, speculating, the proposals
+  // after it; a speculating sequence needs the logits of all of them, the others of their last token.
   std::vector<int64_t> ids;
   std::vector<models::StepRow> rows;
+  std::vector<int64_t> held;  // tokens each state held before this forward
+  std::vector<bool> speculating;
+  int64_t keep = 1;
   for (const auto& s : running_) {
+    const bool spec = s->prefilled && s->speculation;
+    if (spec) {
+      const std::vector<TokenId>& proposals = s->speculation->propose(*s->decoder,
+                                                                      s->max_length - s->decoder->length());
+      s->input.insert(s->input.end(), proposals.begin(), proposals.end());
+      keep = std::max(keep, static_cast<int64_t>(s->input.size()));
+    }
+    speculating.push_back(spec);
+    held.push_back(s->state->length());
     ids.insert(ids.end(), s->input.begin(), s->input.end());
     rows.push_back({s->state, static_cast<int64_t>(s->input.size())});
   }
   const auto t0 = Clock::now();
   const Tensor input = Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
-  Tensor logits = model_.forward_step(input, rows, 1);
+  Tensor logits = model_.forward_step(input, rows, keep);
   logits = logits.to(Device::cpu());
   const double seconds = seconds_since(t0);
   const float* data = logits.data<float>();
   const int64_t vocab = logits.size(1);
 
   std::vector<std::unique_ptr<Sequence>> still;
+  int64_t offset = 0;  // the sequence's first logits row
   for (std::size_t i = 0; i < running_.size(); ++i) {
     Sequence& s = *running_[i];
+    const int64_t kept_rows = std::min(keep, rows[i].tokens);
+    const float* own = data + offset * vocab;
+    offset += kept_rows;
     GenerateTimings& t = s.decoder->result().timings;
     (s.prefilled ? t.decode_seconds : t.prefill_seconds) += seconds;
     s.prefilled = true;
     std::optional<TokenId> next;
-    if (s.options.stop.max_new_tokens > 0)
-      next = s.decoder->accept(std::span<const float>(data + static_cast<int64_t>(i) * vocab,
-                                                      static_cast<std::size_t>(vocab)));
-    if (next && s.decoder->length() >= s.max_length) {
-      // max_new_tokens is the stop checker's; reaching max_length before it means the context is full.
-      s.decoder->stop_early(StopReason::MaxLength);
-      next.reset();
+    if (speculating[i]) {
+      next = s.speculation
+                 ->verify(*s.decoder, own, static_cast<std::size_t>(vocab), s.max_length, *s.state, held[i], seconds)
+                 .next;
+    } else if (s.options.stop.max_new_tokens > 0) {
+      next = s.decoder->accept(std::span<const float>(own + (kept_rows - 1) * vocab, static_cast<std::size_t>(vocab)));
+      if (next && s.decoder->length() >= s.max_length) {
+        // max_new_tokens is the stop checker's; reaching max_length before it means the context is full.
+        s.decoder->stop_early(StopReason::MaxLength);
+        next.reset();
+      }
     }
     if (next) {
       s.input.assign(1, *next);

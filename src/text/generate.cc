@@ -60,12 +60,9 @@ GenerateResult generate(models::LanguageModel& model, const Tokenizer* tokenizer
   const std::vector<int64_t> prompt = ids64(prompt_ids);
   const int64_t max_length = sequence_max_length(model, prompt_ids, options);
   if (options.speculative.enabled()) {
-    const SpeculativeOptions& spec = options.speculative;
     auto proposer = detail::make_proposer(model, prompt, options);
     GenerateResult result = detail::speculative_generate(model, tokenizer, prompt, max_length, options, on_token,
-                                                         *proposer,
-                                                         spec.lookup_tokens > 0 ? spec.lookup_tokens
-                                                                                : spec.max_proposals);
+                                                         *proposer, detail::proposals_per_step(options.speculative));
     result.prompt_ids.assign(prompt_ids.begin(), prompt_ids.end());
     result.timings.prompt_tokens = prompt_ids.size();
     return result;

@@ -37,6 +37,8 @@ class SequenceDecoder {
   GenerateResult& result() noexcept { return result_; }
   /// Prompt plus generated tokens.
   int64_t length() const noexcept { return static_cast<int64_t>(all_.size()); }
+  /// Those tokens (the decoder's: an encoder-decoder model's start token, then the generated ones).
+  std::span<const TokenId> tokens() const noexcept { return all_; }
 
  private:
   const GenerateOptions& options_;

@@ -12,7 +12,7 @@
 #include "ferry/core/error.h"
 #include "proposer.h"
 #include "sequence_decoder.h"
-#include "speculation_gate.h"
+#include "speculation.h"
 
 namespace ferry::text::detail {
 namespace {
@@ -69,25 +69,18 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
                                     const std::vector<int64_t>& prompt, int64_t max_length,
                                     const GenerateOptions& options, const TokenCallback& on_token, Proposer& proposers,
                                     int64_t most) {
-  if (most < 1)
-    throw Error(ErrorKind::InvalidValue, "speculative decoding needs at least one proposal per step", "generate",
-                "set the proposals per step (--lookup N, --draft-max K) to 1 or more");
-
+  Speculation spec(proposers, most);
   auto t0 = Clock::now();
   models::SequenceStart start = model.start_sequence(prompt, options.kv_cache_dtype);
-  std::vector<TokenId> tokens(start.input.begin(), start.input.end());  // the decoder tokens so far
-  SequenceDecoder seq(tokenizer, tokens, options, on_token);
-  models::StepRow row{start.state, static_cast<int64_t>(tokens.size())};
+  const std::vector<TokenId> first_input(start.input.begin(), start.input.end());
+  SequenceDecoder seq(tokenizer, first_input, options, on_token);
+  models::StepRow row{start.state, static_cast<int64_t>(first_input.size())};
   std::vector<float> first =
       model.forward_step(ids_tensor(start.input), {&row, 1}, 1).to(Device::cpu()).to_vector<float>();
   seq.result().timings.prefill_seconds = seconds_since(t0);
 
   auto t_decode = Clock::now();
-  SpeculativeStats stats;
-  int64_t k = most;
-  SpeculationGate gate;
-  std::vector<double> p;  // the model's distribution at a checked position (speculative sampling)
-  // The token the model takes next (valid while `more`: a plain TokenId, as GCC 12 misreads a std::optional here).
+  // The token the model takes next (a plain TokenId, as GCC 12 misreads a std::optional here).
   const std::optional<TokenId> first_token = options.stop.max_new_tokens > 0 ? seq.accept(first) : std::nullopt;
   bool more = first_token.has_value();
   TokenId next = more ? *first_token : 0;
@@ -96,68 +89,22 @@ GenerateResult speculative_generate(models::LanguageModel& model, const Tokenize
       seq.stop_early(StopReason::MaxLength);
       break;
     }
-    tokens.push_back(next);
-    const auto t_step = Clock::now();
-    const std::vector<TokenId> proposals = gate.propose_now()
-                                               ? proposers.propose(tokens, std::min(k, max_length - seq.length()))
-                                               : std::vector<TokenId>{};
+    const int64_t held = row.state->length();
+    const std::vector<TokenId>& proposals = spec.propose(seq, max_length - seq.length());
     std::vector<int64_t> input{next};
     input.insert(input.end(), proposals.begin(), proposals.end());
-    const int64_t before = static_cast<int64_t>(tokens.size()) - 1;  // held by the model's state
     row.tokens = static_cast<int64_t>(input.size());
+    const auto t_step = Clock::now();
     const Tensor rows = model.forward_step(ids_tensor(input), {&row, 1}, row.tokens).to(Device::cpu());
-    ++stats.target_forwards;
-    stats.proposed += proposals.size();
     const std::vector<float> logits = rows.to_vector<float>();
-    const auto vocab = static_cast<std::size_t>(rows.size(1));
-    // Drawn proposals (a sampling draft) are verified by speculative sampling's rule, fixed ones by replay.
-    const std::span<const std::vector<double>> q = proposers.distributions();
-    const bool rule = !q.empty() && q.size() == proposals.size();
-    std::size_t kept = 0;
-    more = false;
-    bool stopped = false;
-    for (std::size_t i = 0; i <= proposals.size(); ++i) {
-      const std::span<const float> logits_row(logits.data() + i * vocab, vocab);
-      std::optional<TokenId> tok;
-      bool agreed = false;
-      if (rule && i < proposals.size()) {
-        seq.distribution(logits_row, p);
-        const SpeculativeDraw d = speculative_sample(p, q[i], proposals[i], seq.rng());
-        tok = seq.take(d.token, logits_row);
-        agreed = d.accepted;
-      } else {
-        tok = seq.accept(logits_row);
-        agreed = tok && i < proposals.size() && *tok == proposals[i];  // the next row was computed after it
-      }
-      if (!tok) {
-        stopped = true;
-        break;
-      }
-      if (seq.length() >= max_length) {
-        seq.stop_early(StopReason::MaxLength);
-        stopped = true;
-        break;
-      }
-      if (agreed) {
-        tokens.push_back(*tok);
-        ++kept;
-        continue;
-      }
-      next = *tok;
-      more = true;
-      break;
-    }
-    stats.accepted += kept;
-    if (stopped) break;
-    gate.record(!proposals.empty(), seconds_since(t_step), kept + 1);
-    row.state->crop(before + 1 + static_cast<int64_t>(kept));
-    proposers.keep(before + 1 + static_cast<int64_t>(kept));
-    if (!proposals.empty()) k = kept == proposals.size() ? std::min(most, k + 2) : std::max<int64_t>(1, k - 1);
+    const Speculation::Outcome out = spec.verify(seq, logits.data(), static_cast<std::size_t>(rows.size(1)), max_length,
+                                                 *row.state, held, seconds_since(t_step));
+    more = out.next.has_value();
+    if (more) next = *out.next;
   }
-  stats.draft_forwards = proposers.draft_forwards();
   GenerateResult& result = seq.finish();
   result.timings.decode_seconds = seconds_since(t_decode);
-  result.speculative = stats;
+  result.speculative = spec.stats();
   return std::move(result);
 }
 

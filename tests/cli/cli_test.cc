@@ -219,7 +219,7 @@ TEST_F(FerryCli, GenerateJsonWithPromptIdsAndLogits) {
 // Speculative decoding (issue 34) through the command: prompt lookup and a draft model keep the plain output token
 // for token (greedy; sampled with --draft-greedy), a sampling draft that is the model has its proposals kept, the
 // end-of-run line and --json report the proposals, a draft of another vocabulary is refused naming
-// both models, and -i (batches) refuses the flags.
+// both models, and in -i batches each sequence speculates on its own.
 TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
   const std::string m = model_.string();
   const std::string base = "generate -m " + m + " --prompt-ids 1,5,9,1,5,9,1,5 -n 16 --json --device-map cpu";
@@ -261,11 +261,23 @@ TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
   EXPECT_CONTAINS(bad.err, "vocabulary");
   EXPECT_CONTAINS(bad.err, other.string());
   EXPECT_CONTAINS(bad.err, "GPT2LMHeadModel");
-  const fs::path prompts = dir_ / "spec-prompts.txt";
-  std::ofstream(prompts) << "hello\n";
-  CliRun batch = ferry("generate -m " + m + " -i " + prompts.string() + " --lookup 2");
-  EXPECT_EQ(batch.code, 1);
-  EXPECT_CONTAINS(batch.err, "one prompt at a time");
+  // -i: each sequence of the batch speculates on its own, and gives the plain output.
+  const fs::path prompts = dir_ / "spec-prompts.jsonl";
+  std::ofstream(prompts) << "{\"prompt_ids\": [1, 5, 9, 1, 5, 9, 1, 5]}\n{\"prompt_ids\": [7, 7, 2, 7, 7]}\n";
+  const std::string batch_base = "generate -m " + m + " -i " + prompts.string() + " -n 12 --device-map cpu --json";
+  CliRun batch_plain = ferry(batch_base), batch_spec = ferry(batch_base + " --lookup 2 --draft-model " + m);
+  ASSERT_EQ(batch_plain.code, 0) << batch_plain.err;
+  ASSERT_EQ(batch_spec.code, 0) << batch_spec.err;
+  std::istringstream want_lines(batch_plain.out), got_lines(batch_spec.out);
+  std::string want_line, got_line;
+  int lines = 0;
+  while (std::getline(want_lines, want_line) && std::getline(got_lines, got_line)) {
+    const auto w = nlohmann::json::parse(want_line), g = nlohmann::json::parse(got_line);
+    EXPECT_EQ(g["generated_ids"], w["generated_ids"]) << lines;
+    EXPECT_GT(g["speculative"]["proposed"].get<int>(), 0) << lines;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2);
 }
 
 // --context has one meaning everywhere: the tokens a sequence may hold (prompt + generated). The plan reserves their

@@ -1,6 +1,7 @@
 """Speculative decoding from Python (issue 34): generate(..., assistant_model=, prompt_lookup_num_tokens=) as
-transformers names them. The output is plain generation's, greedy and sampled with a seed; the counts come back in
-GenerateOutput.speculative; several prompts, or the model as its own assistant, are refused."""
+transformers names them. The output is plain generation's when greedy; sampling, the assistant samples and speculative
+sampling's rule keeps its proposals (the model's distribution); the counts come back in GenerateOutput.speculative;
+several prompts speculate each on its own; the model as its own assistant, or one of another vocabulary, is refused."""
 import pytest
 
 import ferry
@@ -21,13 +22,21 @@ def test_prompt_lookup_and_assistant_keep_the_plain_output(folders, llama):
     s = out.speculative
     assert s["accepted"] + 4 >= s["proposed"] > 0 and s["target_forwards"] < 10 and s["draft_forwards"] > 0
     kw = dict(max_new_tokens=16, do_sample=True, temperature=0.8, top_k=40, eos_token_id=[], seed=11)
-    assert llama.generate([REPEATING], assistant_model=draft, **kw).tolist() == \
-        llama.generate([REPEATING], **kw).tolist()
+    sampled = llama.generate([REPEATING], assistant_model=draft, num_assistant_tokens=4, return_dict=True, **kw)
+    assert len(sampled.generated_ids) == 16
+    s = sampled.speculative
+    assert s["accepted"] + 4 >= s["proposed"] > 0  # the same weights: p and q agree, every proposal is kept
+
+
+def test_several_prompts_speculate_each_on_its_own(folders, llama):
+    prompts = [REPEATING, [9, 30, 5, 17, 9, 30, 5]]
+    plain = llama.generate(prompts, max_new_tokens=12, eos_token_id=[])
+    draft = ferry.AutoModelForCausalLM.from_pretrained(folders["llama"])
+    for kw in (dict(prompt_lookup_num_tokens=2), dict(assistant_model=draft, num_assistant_tokens=3)):
+        assert llama.generate(prompts, max_new_tokens=12, eos_token_id=[], **kw).tolist() == plain.tolist(), kw
 
 
 def test_refusals(folders, llama):
-    with pytest.raises(ferry.InvalidValueError, match="one prompt"):
-        llama.generate([REPEATING, REPEATING], max_new_tokens=2, prompt_lookup_num_tokens=2)
     with pytest.raises(ferry.InvalidValueError, match="itself"):
         llama.generate([REPEATING], max_new_tokens=2, assistant_model=llama)
     t5 = ferry.AutoModelForSeq2SeqLM.from_pretrained(folders["t5"])  # 96 tokens against the llama's 320

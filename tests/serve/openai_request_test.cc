@@ -19,7 +19,8 @@ TEST(OpenAiRequest, ChatWithEverySupportedSetting) {
                                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
     "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 3, "min_p": 0.1, "repetition_penalty": 1.2,
     "seed": 42, "stop": ["x", "yz"], "stream": true, "stream_options": {"include_usage": true},
-    "user": "u", "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "tool_choice": "auto"})",
+    "user": "u", "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "tool_choice": "auto",
+    "prompt_lookup_num_tokens": 0, "num_assistant_tokens": 5})",
                                           Endpoint::ChatCompletions);
   EXPECT_EQ(r.model, "m");
   ASSERT_EQ(r.messages.size(), 2u);
@@ -32,6 +33,8 @@ TEST(OpenAiRequest, ChatWithEverySupportedSetting) {
   EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "yz"}));
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.prompt_lookup_num_tokens, 0);
+  EXPECT_EQ(r.num_assistant_tokens, 5);
 }
 
 TEST(OpenAiRequest, MessageKeyOrderIsKept) {
@@ -117,8 +120,16 @@ TEST(OpenAiRequest, MalformedBodiesAre400sNamingTheField) {
       {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})",
        "response_format"},
       {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":"1"})", "seed"},
+      {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"prompt_lookup_num_tokens":-1})",
+       "prompt_lookup_num_tokens"},
+      {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"prompt_lookup_num_tokens":"3"})",
+       "prompt_lookup_num_tokens"},
+      {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"num_assistant_tokens":65})",
+       "num_assistant_tokens"},
+      {P, R"({"model":"m","prompt":"x","num_assistant_tokens":1.5})", "num_assistant_tokens"},
       {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1e300})", "max_tokens"},
-      {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})", "max_tokens"},
+      {C, R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})",
+       "max_tokens"},
       {P, R"({"model":"m"})", "prompt"},
       {P, R"({"model":"m","prompt":""})", "prompt"},
       {P, R"({"model":"m","prompt":[]})", "prompt"},

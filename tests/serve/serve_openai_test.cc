@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -308,6 +309,66 @@ TEST(ServeCli, Seq2SeqModelsServeCompletionsLikeGenerate) {
   ASSERT_TRUE(chat);
   EXPECT_EQ(chat->status, 400);
   EXPECT_EQ(nlohmann::json::parse(chat->body)["error"]["code"], "no_chat_template");
+}
+
+// Speculative decoding in the server (issue 34): with --lookup and a --draft-model every request speculates on its
+// own and each answer is plain decoding's (greedy); a request may turn either off; num_assistant_tokens against a
+// server without a draft is a 400 naming the field.
+TEST(ServeCli, SpeculativeDecodingKeepsEachRequestsOutput) {
+  ferry::test::TempDir dir("ferry-serve-spec");
+  const fs::path model = tiny_model_folder(dir.path());
+  ASSERT_FALSE(model.empty());
+  const std::vector<std::string> prompts = {"[1, 5, 9, 1, 5, 9, 1, 5]", "[7, 7, 2, 7, 7, 2]", "[3, 4, 5, 6]"};
+  std::vector<nlohmann::json> want;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    std::string ids = prompts[i].substr(1, prompts[i].size() - 2);
+    ids.erase(std::remove(ids.begin(), ids.end(), ' '), ids.end());
+    const fs::path out = dir.path() / ("want" + std::to_string(i) + ".json");
+    ASSERT_EQ(std::system((ferry_bin() + " generate -m " + model.string() + " --prompt-ids " + ids +
+                           " -n 12 --json > " + out.string() + " 2>/dev/null")
+                              .c_str()),
+              0);
+    want.push_back(nlohmann::json::parse(read_file(out)));
+  }
+  ServeProcess server(dir.path(), "spec", {"--lookup", "3", "--draft-model", model.string(), "--draft-max", "4"});
+  ASSERT_TRUE(server.ok()) << server.log();
+  const httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kKey}};
+  const std::vector<std::string> settings = {"", R"(, "prompt_lookup_num_tokens": 0)", R"(, "num_assistant_tokens": 0)",
+                                             R"(, "num_assistant_tokens": 2)"};
+  std::vector<std::thread> clients;
+  std::vector<std::string> failures(prompts.size() * settings.size());
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    for (std::size_t k = 0; k < settings.size(); ++k)
+      clients.emplace_back([&, i, k] {
+        httplib::Client http("127.0.0.1", server.port());
+        http.set_read_timeout(120);
+        const std::string body = R"({"model": "tiny", "prompt": )" + prompts[i] +
+                                 R"(, "max_tokens": 12, "temperature": 0)" + settings[k] + "}";
+        auto res = http.Post("/v1/completions", auth, body, "application/json");
+        std::string& f = failures[i * settings.size() + k];
+        if (!res) f = "no answer to " + body;
+        else if (res->status != 200) f = body + " -> " + res->body;
+        else if (nlohmann::json::parse(res->body)["choices"][0]["text"] != want[i]["text"])
+          f = body + " -> " + res->body + ", want " + want[i]["text"].dump();
+      });
+  for (auto& c : clients) c.join();
+  for (const auto& f : failures) EXPECT_TRUE(f.empty()) << f;
+  httplib::Client metrics_client("127.0.0.1", server.port());
+  auto metrics = metrics_client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  const auto at = metrics->body.find("\nferry_speculative_accepted_tokens_total ");
+  ASSERT_NE(at, std::string::npos) << metrics->body;
+  EXPECT_GT(std::stoll(metrics->body.substr(at + 41)), 0) << "the draft is the model: its proposals are kept";
+  // Without a draft, asking for one is a 400 naming the field.
+  ServeProcess plain(dir.path(), "plain", {});
+  ASSERT_TRUE(plain.ok()) << plain.log();
+  httplib::Client http("127.0.0.1", plain.port());
+  auto res = http.Post("/v1/completions", auth,
+                       R"({"model": "tiny", "prompt": [1, 2], "max_tokens": 2, "num_assistant_tokens": 3})",
+                       "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("num_assistant_tokens"), std::string::npos) << res->body;
 }
 
 TEST(ServeCli, NoChatTemplateIsAClearMessageAndCompletionsStillWork) {

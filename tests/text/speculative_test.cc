@@ -3,7 +3,7 @@
 // the proposals always agree, never agree or are random; prompt lookup proposes the continuation of the latest
 // earlier n-gram; a draft model that is the model itself has every proposal kept; a sequence's state cropped after a
 // rejection continues as a fresh prefill of the kept tokens does; a draft of another vocabulary is an error naming
-// both models.
+// both models; in a batch each sequence speculates on its own.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -192,15 +192,101 @@ TEST(Speculative, DraftOfAnotherVocabularyIsAnErrorNamingBoth) {
   }
 }
 
-TEST(Speculative, BatchGeneratorRefusesSpeculativeOptions) {
-  test::TempDir dir;
-  nn::manual_seed(27);
+// In a batch each sequence speculates on its own (its proposers, acceptance and rollback): sequences with prompt
+// lookup, a greedy draft, a draft that samples, and none, admitted together and at different steps, each give what
+// they give alone — plain decoding's tokens for replay — for every decoder-only family, T5 and a model whose layers
+// are on disk; a sequence whose draft has another vocabulary fails alone.
+void expect_batch_speculates_per_sequence(models::LanguageModel& model, models::LanguageModel& draft,
+                                          const std::string& what) {
+  SCOPED_TRACE(what);
+  const std::vector<std::vector<TokenId>> prompts{kPrompt, {9, 30, 5, 17, 9, 30, 5}, {3, 3, 3, 3}, {41, 5, 17, 23}};
+  std::vector<GenerateOptions> opts(6, greedy(18));
+  opts[0].speculative.lookup_tokens = 3;
+  opts[1].speculative.draft = &draft;
+  opts[1].speculative.max_proposals = 3;
+  opts[2].speculative.lookup_tokens = 2;
+  opts[2].speculative.draft = &draft;  // lookup first, the draft where it has nothing
+  // opts[3]: plain
+  opts[4].sampling = {.do_sample = true, .temperature = 0.8f, .top_k = 20, .seed = 5};
+  opts[4].speculative.draft = &draft;
+  opts[4].speculative.draft_sample = false;  // replay: plain sampling's tokens
+  opts[5].sampling = {.do_sample = true, .temperature = 0.8f, .top_k = 20, .seed = 6};
+  opts[5].speculative.draft = &draft;                           // speculative sampling's rule: its own draws
+  BatchGenerator batch(model, nullptr, {.max_batch_size = 4});  // the last two wait for room
+  for (std::size_t i = 0; i < opts.size(); ++i) batch.add(prompts[i % prompts.size()], opts[i]);
+  const std::vector<SequenceResult> got = batch.run();
+  ASSERT_EQ(got.size(), opts.size());
+  for (std::size_t i = 0; i < opts.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].error;
+    const auto& st = got[i].result.speculative;
+    if (i == 5) {  // the rule: right length, the draft consulted
+      EXPECT_EQ(got[i].result.generated_ids.size(), 18u);
+      EXPECT_GT(st.proposed, 0u);
+      continue;
+    }
+    GenerateOptions plain = opts[i];
+    plain.speculative = {};
+    EXPECT_EQ(got[i].result.generated_ids, generate(model, nullptr, prompts[i % prompts.size()], plain).generated_ids)
+        << "sequence " << i;
+    if (i == 3) {
+      EXPECT_EQ(st.proposed, 0u);
+    } else {
+      EXPECT_GT(st.proposed, 0u) << "sequence " << i;
+    }
+    if (i == 1 || i == 4) {
+      EXPECT_GT(st.draft_forwards, 0u) << "sequence " << i;
+    }
+  }
+}
+
+TEST(Speculative, BatchedSequencesSpeculateEachOnItsOwn) {
+  for (const auto& [name, config] : test::tiny_causal_configs()) {
+    test::TempDir dir;
+    nn::manual_seed(27);
+    test::write_random_hf_folder(dir.path(), config);
+    auto model = models::AutoModelForCausalLM::from_pretrained(dir.path());
+    auto draft = models::AutoModelForCausalLM::from_pretrained(dir.path());
+    expect_batch_speculates_per_sequence(*model, *draft, name);
+  }
+  test::TempDir t5dir, dir, offload("ferry-offload");
+  test::write_random_seq2seq_folder(t5dir.path(), test::tiny_t5_config());
+  auto t5 = models::AutoModelForSeq2SeqLM::from_pretrained(t5dir.path());
+  auto t5_draft = models::AutoModelForSeq2SeqLM::from_pretrained(t5dir.path());
+  expect_batch_speculates_per_sequence(*t5, *t5_draft, "t5");
+  nn::manual_seed(28);
   test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  DeviceMap map{{"model.embed_tokens", Device::cpu()},
+                {"model.layers", Device::disk()},
+                {"model.norm", Device::cpu()},
+                {"lm_head", Device::cpu()}};
+  auto offloaded = models::AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map,
+                                                                              .offload_folder = offload.path(),
+                                                                              .prefetch = 2});
+  auto small = models::AutoModelForCausalLM::from_pretrained(dir.path());
+  expect_batch_speculates_per_sequence(*offloaded, *small, "llama, layers on disk");
+}
+
+TEST(Speculative, BatchedSequenceWithADraftOfAnotherVocabularyFailsAlone) {
+  test::TempDir dir, other;
+  nn::manual_seed(29);
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  auto config = test::tiny_gpt2_config();
+  config["vocab_size"] = 50;
+  test::write_random_hf_folder(other.path(), config);
   auto model = models::AutoModelForCausalLM::from_pretrained(dir.path());
+  auto draft = models::AutoModelForCausalLM::from_pretrained(other.path());
   BatchGenerator batch(*model, nullptr);
-  GenerateOptions o = greedy(4);
-  o.speculative.lookup_tokens = 2;
-  EXPECT_THROW(batch.add(kPrompt, o), Error);
+  GenerateOptions bad = greedy(4);
+  bad.speculative.draft = draft.get();
+  batch.add(kPrompt, greedy(4));
+  batch.add(kPrompt, bad);
+  const auto r = batch.run();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_TRUE(r[0].ok());
+  EXPECT_EQ(r[0].result.generated_ids.size(), 4u);
+  EXPECT_FALSE(r[1].ok());
+  EXPECT_NE(r[1].error.find("GPT2LMHeadModel"), std::string::npos) << r[1].error;
+  EXPECT_NE(r[1].error.find("vocabulary"), std::string::npos) << r[1].error;
 }
 
 // The gate on synthetic timings: plain steps 0.1 s for a token; proposing steps that give 3 tokens in 0.15 s pay and

@@ -7,7 +7,9 @@
 // settings and seed, stop criteria, token callback and KV cache, and gives exactly the tokens generate() gives
 // it alone (up to f32 rounding of the batched kernels, far below the gap between two tokens' logits). Decoder-only
 // models (KvCacheBatch) and encoder-decoder models (Seq2SeqBatch: the encoder once per sequence, the decoders
-// together).
+// together). A sequence with speculative options (GenerateOptions::speculative) speculates on its own inside the
+// batch: its next token and its proposals ride in the same forward as the others' tokens, and its acceptance, rollback
+// and adaptive proposal count are its own (speculative.h).
 //
 // Hugging Face: there is no direct equivalent in transformers' generate (a padded batch runs in lock-step until
 // its longest member ends); this is the continuous batching of TGI / vLLM (Orca, OSDI '22), which transformers'
