@@ -34,6 +34,7 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   o.speculative.lookup_tokens = f.lookup;
   o.speculative.max_proposals = f.draft_max;
   o.speculative.draft_sample = !f.draft_greedy;
+  o.speculative.draft_confidence = f.draft_p_min;
   return o;
 }
 
@@ -205,6 +206,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--draft-greedy", f->draft_greedy,
                 "with --draft-model and sampling: the draft proposes its greedy tokens, checked by replaying plain "
                 "sampling, so the output equals plain sampling's with the same --seed (fewer proposals kept)");
+  cmd->add_option("--draft-p-min", f->draft_p_min,
+                  "speculative decoding: the draft stops proposing where its most likely token's probability is "
+                  "below P (default 0.4, transformers' assistant_confidence_threshold; 0 never stops)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--draft-max", f->draft_max,
                   "speculative decoding: the most tokens proposed per step (default 8; the number adapts to how many "
                   "are kept)")

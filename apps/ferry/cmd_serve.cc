@@ -46,6 +46,7 @@ struct ServeFlags {
   std::string draft_model;  // --draft-model PATH
   int64_t draft_max = 8;    // --draft-max K
   bool draft_greedy = false;
+  double draft_p_min = 0.4;
 };
 
 // Signals reach a pipe; a thread reads it (a handler may only write(2)).
@@ -117,6 +118,7 @@ void run_serve(const ServeFlags& f) {
   so.speculative.draft = draft ? draft->model.get() : nullptr;
   so.speculative.max_proposals = f.draft_max;
   so.speculative.draft_sample = !f.draft_greedy;
+  so.speculative.draft_confidence = f.draft_p_min;
   so.model_details = loaded_model_json(lm, chat ? &*chat : nullptr);
   so.streamed_bytes_per_forward = static_cast<uint64_t>(lm.streamed_bytes_per_forward);
   so.disk_read_bytes = [] { return process_disk_read_bytes(); };
@@ -216,6 +218,9 @@ void add_serve_command(CLI::App& app) {
                   "request's \"num_assistant_tokens\" sets its proposals per step; 0 turns it off)");
   cmd->add_option("--draft-max", f->draft_max, "speculative decoding: the most tokens proposed per step (default 8)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--draft-p-min", f->draft_p_min,
+                  "speculative decoding: the draft stops proposing below this top probability (default 0.4)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--draft-greedy", f->draft_greedy,
                 "with --draft-model: the draft proposes its greedy tokens (sampled requests then give plain "
                 "sampling's output for their seed) instead of sampling them");

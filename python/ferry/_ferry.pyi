@@ -72,7 +72,8 @@ class PreTrainedModel:
                  skip_special_tokens: bool = True, add_special_tokens: bool = True,
                  return_dict: Literal[False] = False, assistant_model: Optional[PreTrainedModel] = None,
                  prompt_lookup_num_tokens: Optional[int] = None,
-                 num_assistant_tokens: Optional[int] = None) -> str: ...
+                 num_assistant_tokens: Optional[int] = None,
+                 assistant_confidence_threshold: Optional[float] = None) -> str: ...
     @overload
     def generate(self, inputs: TokenIds, max_new_tokens: int = 20, do_sample: bool = False,
                  temperature: float = 1.0, top_k: int = 50, top_p: float = 1.0, min_p: float = 0.0,
@@ -81,7 +82,8 @@ class PreTrainedModel:
                  streamer: Optional[Streamer] = None, skip_special_tokens: bool = True,
                  add_special_tokens: bool = True, return_dict: Literal[False] = False,
                  assistant_model: Optional[PreTrainedModel] = None, prompt_lookup_num_tokens: Optional[int] = None,
-                 num_assistant_tokens: Optional[int] = None) -> npt.NDArray[np.int64]: ...
+                 num_assistant_tokens: Optional[int] = None,
+                 assistant_confidence_threshold: Optional[float] = None) -> npt.NDArray[np.int64]: ...
     @overload
     def generate(self, inputs: Union[str, TokenIds], max_new_tokens: int = 20, do_sample: bool = False,
                  temperature: float = 1.0, top_k: int = 50, top_p: float = 1.0, min_p: float = 0.0,
@@ -90,7 +92,8 @@ class PreTrainedModel:
                  streamer: Optional[Streamer] = None, skip_special_tokens: bool = True,
                  add_special_tokens: bool = True, *, return_dict: Literal[True],
                  assistant_model: Optional[PreTrainedModel] = None, prompt_lookup_num_tokens: Optional[int] = None,
-                 num_assistant_tokens: Optional[int] = None) -> GenerateOutput: ...
+                 num_assistant_tokens: Optional[int] = None,
+                 assistant_confidence_threshold: Optional[float] = None) -> GenerateOutput: ...
     @property
     def hf_device_map(self) -> Optional[DeviceMap]: ...
     @property

@@ -94,7 +94,8 @@ nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, boo
                     std::size_t top_k, float top_p, float min_p, float repetition_penalty, std::optional<uint64_t> seed,
                     nb::handle stop, std::optional<std::vector<TokenId>> eos_token_id, nb::object streamer,
                     bool skip_special_tokens, bool add_special_tokens, bool return_dict, Model* assistant_model,
-                    std::optional<int64_t> prompt_lookup_num_tokens, std::optional<int64_t> num_assistant_tokens) {
+                    std::optional<int64_t> prompt_lookup_num_tokens, std::optional<int64_t> num_assistant_tokens,
+                    std::optional<double> assistant_confidence_threshold) {
   Settings s;
   text::GenerateOptions& o = s.options;
   o.sampling = {.do_sample = do_sample, .temperature = temperature, .top_k = top_k, .top_p = top_p, .min_p = min_p,
@@ -117,6 +118,11 @@ nb::object generate(Model& m, nb::handle inputs, std::size_t max_new_tokens, boo
   }
   if (prompt_lookup_num_tokens) o.speculative.lookup_tokens = *prompt_lookup_num_tokens;
   if (num_assistant_tokens) o.speculative.max_proposals = *num_assistant_tokens;
+  if (assistant_confidence_threshold) {
+    if (!(*assistant_confidence_threshold >= 0 && *assistant_confidence_threshold <= 1))
+      throw Error(ErrorKind::InvalidValue, "assistant_confidence_threshold must lie in [0, 1]", "generate");
+    o.speculative.draft_confidence = *assistant_confidence_threshold;
+  }
 
   const bool text_in = nb::isinstance<nb::str>(inputs);
   std::vector<std::vector<TokenId>> prompts;
@@ -200,7 +206,7 @@ void bind_generate(nb::module_& m) {
       "repetition_penalty"_a = 1.0f, "seed"_a = nb::none(), "stop"_a = nb::none(), "eos_token_id"_a = nb::none(),
       "streamer"_a = nb::none(), "skip_special_tokens"_a = true, "add_special_tokens"_a = true, "return_dict"_a = false,
       "assistant_model"_a = nb::none(), "prompt_lookup_num_tokens"_a = nb::none(),
-      "num_assistant_tokens"_a = nb::none(),
+      "num_assistant_tokens"_a = nb::none(), "assistant_confidence_threshold"_a = nb::none(),
       "transformers' generate: greedy (do_sample=False) or sampled with temperature, top_k, top_p, min_p; "
       "repetition_penalty; seed (None = random) makes sampling repeatable.\n\n"
       "inputs: a text (needs the folder's tokenizer; returns the generated text) or token ids [T] / [B, T] (returns "
@@ -210,10 +216,11 @@ void bind_generate(nb::module_& m) {
       "streamer: called as streamer(text_piece, token_id) for each token, once more with id -1 for text held back "
       "at the end; returning False stops generation.\n"
       "return_dict=True returns a GenerateOutput (sequences, generated_ids, text, stop_reason, timings).\n"
-      "Speculative decoding (one prompt): assistant_model= a smaller model of the same vocabulary whose greedy tokens "
-      "the model checks several per forward (up to num_assistant_tokens, default 8, adapting), and/or "
-      "prompt_lookup_num_tokens= N tokens proposed from earlier text; the output is what plain generation gives "
-      "(sampled too, with the same seed).\n"
+      "Speculative decoding (each prompt on its own): assistant_model= a smaller model of the same vocabulary whose "
+      "tokens the model checks several per forward (up to num_assistant_tokens, default 8, adapting; the assistant "
+      "stops where its top probability is below assistant_confidence_threshold, default 0.4), and/or "
+      "prompt_lookup_num_tokens= N tokens proposed from earlier text. Greedy, the output is what plain generation "
+      "gives; sampling, the assistant samples and speculative sampling's rule keeps the model's distribution.\n"
       "Releases the GIL; Ctrl-C (KeyboardInterrupt) stops at the next token.");
 }
 

@@ -48,8 +48,9 @@ void check_draft_model(const models::LanguageModel& draft, const models::Languag
 namespace ferry::text::detail {
 
 DraftModel::DraftModel(models::LanguageModel& draft, const models::LanguageModel& target,
-                       std::span<const int64_t> prompt, DType kv_dtype, std::optional<SamplingOptions> sampling)
-    : draft_(draft) {
+                       std::span<const int64_t> prompt, DType kv_dtype, std::optional<SamplingOptions> sampling,
+                       double confidence)
+    : draft_(draft), confidence_(confidence) {
   check_draft_model(draft, target);
   if (sampling && sampling->do_sample) {
     sampling->seed ^= 0x9e3779b97f4a7c15ULL;  // a stream of its own, not the model's draws again
@@ -74,13 +75,25 @@ std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_
     fed_ += row.tokens;
     const std::vector<float> v = logits.to_vector<float>();
     TokenId next = 0;
+    double top = 1.0;  // the draft's probability of its most likely token here
     if (sampler_) {  // a draw from what the draft's sampler would draw from, over the tokens so far and its own
       std::vector<TokenId> previous(tokens.begin(), tokens.end());
       previous.insert(previous.end(), out.begin(), out.end());
-      sampler_->distribution(v, previous, distributions_.emplace_back());
-      next = sample_weights(distributions_.back(), sampler_->rng());
+      std::vector<double>& q = distributions_.emplace_back();
+      sampler_->distribution(v, previous, q);
+      top = *std::max_element(q.begin(), q.end());
+      if (top < confidence_) {  // decided before the draw: the proposals stay draws from q
+        distributions_.pop_back();
+        break;
+      }
+      next = sample_weights(q, sampler_->rng());
     } else {
       next = static_cast<TokenId>(std::max_element(v.begin(), v.end()) - v.begin());
+      if (confidence_ > 0) {
+        softmax(v, probs_);
+        top = probs_[static_cast<std::size_t>(next)];
+      }
+      if (top < confidence_) break;
     }
     out.push_back(next);
     input.assign(1, next);

@@ -47,9 +47,9 @@ class DraftModel final : public Proposer {
   /// Starts the draft's sequence for `prompt` (an encoder-decoder draft runs its encoder now). Throws ferry::Error when
   /// the draft cannot stand in for `target`: another vocabulary size, or another kind (decoder-only against
   /// encoder-decoder). `sampling`: set and do_sample, the draft samples (its own random stream, seeded from the
-  /// options' seed).
+  /// options' seed). `confidence`: SpeculativeOptions::draft_confidence.
   DraftModel(models::LanguageModel& draft, const models::LanguageModel& target, std::span<const int64_t> prompt,
-             DType kv_dtype, std::optional<SamplingOptions> sampling = std::nullopt);
+             DType kv_dtype, std::optional<SamplingOptions> sampling = std::nullopt, double confidence = 0);
   std::vector<TokenId> propose(std::span<const TokenId> tokens, int64_t k) override;
   void keep(int64_t length) override;
   std::span<const std::vector<double>> distributions() const override { return distributions_; }
@@ -59,6 +59,8 @@ class DraftModel final : public Proposer {
   models::LanguageModel& draft_;
   std::optional<Sampler> sampler_;                  // sampling drafts
   std::vector<std::vector<double>> distributions_;  // of the last proposals (sampling drafts)
+  double confidence_ = 0;                           // stop proposing below this top probability
+  std::vector<double> probs_;                       // scratch: a greedy draft's softmax
   std::shared_ptr<models::SequenceState> state_;
   int64_t fed_ = 0;  // tokens of the sequence the draft's state holds
   std::size_t forwards_ = 0;

@@ -23,7 +23,9 @@ Speculation::Speculation(Proposer& proposer, int64_t most) : proposer_(proposer)
 const std::vector<TokenId>& Speculation::propose(const SequenceDecoder& seq, int64_t room) {
   const auto t0 = Clock::now();
   proposals_.clear();
+  const std::size_t draft_before = proposer_.draft_forwards();
   if (gate_.propose_now() && room > 0) proposals_ = proposer_.propose(seq.tokens(), std::min(k_, room));
+  asked_ = !proposals_.empty() || proposer_.draft_forwards() != draft_before;
   propose_seconds_ = seconds_since(t0);
   return proposals_;
 }
@@ -63,7 +65,9 @@ Speculation::Outcome Speculation::verify(SequenceDecoder& seq, const float* rows
   }
   stats_.accepted += out.kept;
   if (!out.next) return out;  // stopped: nothing to roll back for
-  gate_.record(!proposals_.empty(), seconds + propose_seconds_, out.kept + 1);
+  // A step that ran the draft counts as proposing even when nothing came (a draft not confident enough): its draft
+  // forward is paid all the same, and the gate pauses asking when that does not pay.
+  gate_.record(asked_, seconds + propose_seconds_, out.kept + 1);
   const int64_t stands = held + 1 + static_cast<int64_t>(out.kept);  // the token taken, then the kept proposals
   state.crop(stands);
   proposer_.keep(stands);

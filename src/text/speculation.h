@@ -45,6 +45,7 @@ class Speculation {
   int64_t most_, k_;
   SpeculationGate gate_;
   std::vector<TokenId> proposals_;
+  bool asked_ = false;  // this step proposed, or ran the draft for nothing (its cost is still the step's)
   double propose_seconds_ = 0;
   std::vector<double> p_;  // the model's distribution at a checked position (speculative sampling)
   SpeculativeStats stats_;

@@ -33,7 +33,8 @@ class Proposers final : public Proposer {
     if (spec.lookup_tokens > 0) lookup_ = std::make_unique<PromptLookup>(std::max<int64_t>(1, spec.lookup_max_ngram));
     if (spec.draft)
       draft_ = std::make_unique<DraftModel>(*spec.draft, model, prompt, options.kv_cache_dtype,
-                                            spec.draft_sample ? std::optional(options.sampling) : std::nullopt);
+                                            spec.draft_sample ? std::optional(options.sampling) : std::nullopt,
+                                            spec.draft_confidence);
   }
   std::vector<TokenId> propose(std::span<const TokenId> tokens, int64_t k) override {
     from_draft_ = false;

@@ -224,7 +224,7 @@ TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
   const std::string m = model_.string();
   const std::string base = "generate -m " + m + " --prompt-ids 1,5,9,1,5,9,1,5 -n 16 --json --device-map cpu";
   CliRun plain = ferry(base), lookup = ferry(base + " --lookup 4"),
-         draft = ferry(base + " --draft-model " + m + " --draft-max 4"),
+         draft = ferry(base + " --draft-model " + m + " --draft-max 4 --draft-p-min 0"),
          capped = ferry(base + " --lookup 4 --context 14"), capped_plain = ferry(base + " --context 14");
   for (const CliRun* r : {&plain, &lookup, &draft, &capped, &capped_plain}) ASSERT_EQ(r->code, 0) << r->err;
   const auto want = nlohmann::json::parse(plain.out);
@@ -241,8 +241,8 @@ TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
   // Sampling: a draft that samples (the model itself) has its proposals kept by speculative sampling's rule; with
   // --draft-greedy the output is plain sampling's for the seed.
   const std::string sampled = base + " --temp 0.9 --seed 3";
-  CliRun plain_s = ferry(sampled), rule = ferry(sampled + " --draft-model " + m + " --draft-max 4"),
-         replay = ferry(sampled + " --draft-model " + m + " --draft-max 4 --draft-greedy");
+  CliRun plain_s = ferry(sampled), rule = ferry(sampled + " --draft-model " + m + " --draft-max 4 --draft-p-min 0"),
+         replay = ferry(sampled + " --draft-model " + m + " --draft-max 4 --draft-greedy --draft-p-min 0");
   for (const CliRun* r : {&plain_s, &rule, &replay}) ASSERT_EQ(r->code, 0) << r->err;
   const auto rs = nlohmann::json::parse(rule.out);
   EXPECT_EQ(nlohmann::json::parse(replay.out)["generated_ids"], nlohmann::json::parse(plain_s.out)["generated_ids"]);
@@ -265,7 +265,8 @@ TEST_F(FerryCli, SpeculativeDecodingKeepsThePlainOutput) {
   const fs::path prompts = dir_ / "spec-prompts.jsonl";
   std::ofstream(prompts) << "{\"prompt_ids\": [1, 5, 9, 1, 5, 9, 1, 5]}\n{\"prompt_ids\": [7, 7, 2, 7, 7]}\n";
   const std::string batch_base = "generate -m " + m + " -i " + prompts.string() + " -n 12 --device-map cpu --json";
-  CliRun batch_plain = ferry(batch_base), batch_spec = ferry(batch_base + " --lookup 2 --draft-model " + m);
+  CliRun batch_plain = ferry(batch_base),
+         batch_spec = ferry(batch_base + " --lookup 2 --draft-model " + m + " --draft-p-min 0");
   ASSERT_EQ(batch_plain.code, 0) << batch_plain.err;
   ASSERT_EQ(batch_spec.code, 0) << batch_spec.err;
   std::istringstream want_lines(batch_plain.out), got_lines(batch_spec.out);

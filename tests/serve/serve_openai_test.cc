@@ -330,7 +330,8 @@ TEST(ServeCli, SpeculativeDecodingKeepsEachRequestsOutput) {
               0);
     want.push_back(nlohmann::json::parse(read_file(out)));
   }
-  ServeProcess server(dir.path(), "spec", {"--lookup", "3", "--draft-model", model.string(), "--draft-max", "4"});
+  ServeProcess server(dir.path(), "spec",
+                      {"--lookup", "3", "--draft-model", model.string(), "--draft-max", "4", "--draft-p-min", "0"});
   ASSERT_TRUE(server.ok()) << server.log();
   const httplib::Headers auth = {{"Authorization", std::string("Bearer ") + kKey}};
   const std::vector<std::string> settings = {"", R"(, "prompt_lookup_num_tokens": 0)", R"(, "num_assistant_tokens": 0)",

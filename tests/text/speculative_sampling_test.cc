@@ -181,6 +181,7 @@ TEST(SpeculativeSampling, GenerateWithASamplingDraftKeepsTheModelsDistribution) 
     o.sampling.seed = static_cast<uint64_t>(seed);
     o.speculative.draft = draft.get();
     o.speculative.max_proposals = 2;
+    o.speculative.draft_confidence = 0;
     const GenerateResult r = generate(*model, nullptr, prompt, o);
     ASSERT_EQ(r.generated_ids.size(), 3u);
     counts[static_cast<std::size_t>(r.generated_ids[1])] += 1;
@@ -218,6 +219,7 @@ TEST(SpeculativeSampling, ADraftThatIsTheModelHasItsSampledProposalsKept) {
       o.speculative.draft = draft.get();
       o.speculative.max_proposals = 4;
       o.speculative.draft_sample = sample == 1;
+      o.speculative.draft_confidence = 0;  // a random model is never confident: propose anyway
       const GenerateResult r = generate(*model, nullptr, std::vector<TokenId>{5, 17, 23}, o);
       proposed[sample] += r.speculative.proposed;
       kept[sample] += r.speculative.accepted;

@@ -139,6 +139,7 @@ TEST(Speculative, SampledWithAGreedyDraftEqualsPlainSampling) {
     s.speculative.lookup_tokens = 4;  // lookup first, the draft where lookup has nothing
     s.speculative.draft = draft.get();
     s.speculative.draft_sample = false;  // greedy proposals, verified by replay
+    s.speculative.draft_confidence = 0;  // a random model is never confident: propose anyway
     const GenerateResult got = generate(*model, nullptr, kPrompt, s);
     EXPECT_EQ(got.generated_ids, plain.generated_ids) << "seed " << seed;
     kept += got.speculative.accepted;
@@ -156,6 +157,7 @@ TEST(Speculative, DraftModelThatIsTheModelHasEveryProposalKept) {
   GenerateOptions o = greedy(20);
   o.speculative.draft = draft.get();
   o.speculative.max_proposals = 4;
+  o.speculative.draft_confidence = 0;  // a random model is never confident: propose anyway
   const GenerateResult got = generate(*model, nullptr, kPrompt, o);
   EXPECT_EQ(got.generated_ids, plain.generated_ids);
   EXPECT_GE(got.speculative.accepted + 4, got.speculative.proposed);  // the last step may propose past the stop
@@ -168,6 +170,28 @@ TEST(Speculative, DraftModelThatIsTheModelHasEveryProposalKept) {
   auto stranger = models::AutoModelForCausalLM::from_pretrained(other.path());
   o.speculative.draft = stranger.get();
   EXPECT_EQ(generate(*model, nullptr, kPrompt, o).generated_ids, plain.generated_ids);
+}
+
+// A draft whose most likely token is below draft_confidence (a random model over 128 tokens: about 0.02) stops
+// before proposing: each step runs it once and proposes nothing, and the output is plain decoding's.
+TEST(Speculative, ADraftThatIsNotConfidentProposesNothing) {
+  test::TempDir dir, other;
+  nn::manual_seed(30);
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  nn::manual_seed(31);
+  test::write_random_hf_folder(other.path(), test::tiny_llama_config());
+  auto model = models::AutoModelForCausalLM::from_pretrained(dir.path());
+  auto draft = models::AutoModelForCausalLM::from_pretrained(other.path());
+  for (bool sample : {false, true}) {
+    GenerateOptions o = greedy(16);
+    o.sampling = {.do_sample = sample, .top_k = 0, .seed = 3};
+    const GenerateResult plain = generate(*model, nullptr, kPrompt, o);
+    o.speculative.draft = draft.get();  // draft_confidence: the default 0.4
+    const GenerateResult got = generate(*model, nullptr, kPrompt, o);
+    EXPECT_EQ(got.speculative.proposed, 0u) << "sample " << sample;
+    EXPECT_GT(got.speculative.draft_forwards, 0u) << "sample " << sample;
+    EXPECT_EQ(got.generated_ids, plain.generated_ids) << "sample " << sample;
+  }
 }
 
 TEST(Speculative, DraftOfAnotherVocabularyIsAnErrorNamingBoth) {
@@ -200,7 +224,9 @@ void expect_batch_speculates_per_sequence(models::LanguageModel& model, models::
                                           const std::string& what) {
   SCOPED_TRACE(what);
   const std::vector<std::vector<TokenId>> prompts{kPrompt, {9, 30, 5, 17, 9, 30, 5}, {3, 3, 3, 3}, {41, 5, 17, 23}};
-  std::vector<GenerateOptions> opts(6, greedy(18));
+  GenerateOptions base = greedy(18);
+  base.speculative.draft_confidence = 0;  // random models are never confident: propose anyway
+  std::vector<GenerateOptions> opts(6, base);
   opts[0].speculative.lookup_tokens = 3;
   opts[1].speculative.draft = &draft;
   opts[1].speculative.max_proposals = 3;

@@ -50,6 +50,12 @@ struct SpeculativeOptions {
   /// (above; the output's distribution is the model's). false: the draft proposes its greedy tokens, verified by
   /// replay (the output equals plain sampling's with the same seed). HF: the assistant's do_sample.
   bool draft_sample = true;
+  /// The draft stops proposing in a step at the first position where its most likely token has a probability below
+  /// this (its processed distribution when it samples, its softmax otherwise): where it is unsure, a proposal is
+  /// seldom kept and costs a draft forward. 0 never stops early. HF: assistant_confidence_threshold (0.4);
+  /// llama.cpp: --draft-p-min. The cut depends on the distribution, never on the token drawn, so speculative
+  /// sampling's output keeps the model's distribution.
+  double draft_confidence = 0.4;
 
   bool enabled() const noexcept { return lookup_tokens > 0 || draft != nullptr; }
 };
