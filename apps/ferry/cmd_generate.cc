@@ -208,7 +208,9 @@ void add_generate_command(CLI::App& app) {
                 "sampling, so the output equals plain sampling's with the same --seed (fewer proposals kept)");
   cmd->add_option("--draft-p-min", f->draft_p_min,
                   "speculative decoding: the draft stops proposing where its most likely token's probability is "
-                  "below P (default 0.4, transformers' assistant_confidence_threshold; 0 never stops)")
+                  "below P (transformers' assistant_confidence_threshold; 0 never stops). Default auto: while the "
+                  "chance that all its proposals are kept exceeds what a draft forward costs against a step of the "
+                  "model, as measured")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--draft-max", f->draft_max,
                   "speculative decoding: the most tokens proposed per step (default 8; the number adapts to how many "

@@ -46,7 +46,7 @@ struct ServeFlags {
   std::string draft_model;  // --draft-model PATH
   int64_t draft_max = 8;    // --draft-max K
   bool draft_greedy = false;
-  double draft_p_min = 0.4;
+  double draft_p_min = -1;
 };
 
 // Signals reach a pipe; a thread reads it (a handler may only write(2)).
@@ -219,7 +219,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--draft-max", f->draft_max, "speculative decoding: the most tokens proposed per step (default 8)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--draft-p-min", f->draft_p_min,
-                  "speculative decoding: the draft stops proposing below this top probability (default 0.4)")
+                  "speculative decoding: the draft stops proposing below this top probability (default auto, as "
+                  "ferry generate --draft-p-min)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--draft-greedy", f->draft_greedy,
                 "with --draft-model: the draft proposes its greedy tokens (sampled requests then give plain "

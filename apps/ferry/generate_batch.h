@@ -32,7 +32,7 @@ struct GenerateFlags {
   std::string draft_model;                  // --draft-model DIR: speculative decoding with a draft model
   int64_t draft_max = 8;                    // --draft-max K
   bool draft_greedy = false;                // --draft-greedy
-  double draft_p_min = 0.4;                 // --draft-p-min
+  double draft_p_min = -1;                  // --draft-p-min (-1: auto)
 };
 
 /// The generation settings the flags ask for (the per-prompt defaults of a batch).

@@ -218,7 +218,8 @@ void bind_generate(nb::module_& m) {
       "return_dict=True returns a GenerateOutput (sequences, generated_ids, text, stop_reason, timings).\n"
       "Speculative decoding (each prompt on its own): assistant_model= a smaller model of the same vocabulary whose "
       "tokens the model checks several per forward (up to num_assistant_tokens, default 8, adapting; the assistant "
-      "stops where its top probability is below assistant_confidence_threshold, default 0.4), and/or "
+      "stops where its top probability is below assistant_confidence_threshold; None: where the chance that all its "
+      "proposals are kept falls below what a draft forward costs against a step of the model), and/or "
       "prompt_lookup_num_tokens= N tokens proposed from earlier text. Greedy, the output is what plain generation "
       "gives; sampling, the assistant samples and speculative sampling's rule keeps the model's distribution.\n"
       "Releases the GIL; Ctrl-C (KeyboardInterrupt) stops at the next token.");

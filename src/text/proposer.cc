@@ -68,6 +68,11 @@ std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_
   // Feed what the draft has not seen (at least the token the model takes next), then its own tokens one at a time.
   std::vector<int64_t> input(tokens.begin() + fed_, tokens.end());
   models::StepRow row{state_, 0};
+  double all_kept = 1.0;  // the chance every proposal so far is kept, by the draft's own top probabilities
+  auto unsure = [&](double top) {
+    all_kept *= top;
+    return confidence_ >= 0 ? top < confidence_ : all_kept < cost_ratio_;
+  };
   for (int64_t i = 0; i < k; ++i) {
     row.tokens = static_cast<int64_t>(input.size());
     const Tensor logits = draft_.forward_step(Tensor::from_vector(input, {row.tokens}), {&row, 1}, 1).to(Device::cpu());
@@ -82,18 +87,18 @@ std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_
       std::vector<double>& q = distributions_.emplace_back();
       sampler_->distribution(v, previous, q);
       top = *std::max_element(q.begin(), q.end());
-      if (top < confidence_) {  // decided before the draw: the proposals stay draws from q
+      if (unsure(top)) {  // decided before the draw: the proposals stay draws from q
         distributions_.pop_back();
         break;
       }
       next = sample_weights(q, sampler_->rng());
     } else {
       next = static_cast<TokenId>(std::max_element(v.begin(), v.end()) - v.begin());
-      if (confidence_ > 0) {
+      if (confidence_ != 0) {
         softmax(v, probs_);
         top = probs_[static_cast<std::size_t>(next)];
       }
-      if (top < confidence_) break;
+      if (unsure(top)) break;
     }
     out.push_back(next);
     input.assign(1, next);

@@ -26,6 +26,8 @@ class Proposer {
   virtual std::span<const std::vector<double>> distributions() const { return {}; }
   /// Forwards of a draft model so far (0 without one).
   virtual std::size_t draft_forwards() const { return 0; }
+  /// What a draft forward costs against a step of the model, measured (SpeculativeOptions::draft_confidence auto).
+  virtual void set_cost_ratio(double ratio) { (void)ratio; }
 };
 
 /// Prompt lookup: the tokens that followed the latest earlier occurrence of the sequence's last n tokens, for n from
@@ -54,12 +56,14 @@ class DraftModel final : public Proposer {
   void keep(int64_t length) override;
   std::span<const std::vector<double>> distributions() const override { return distributions_; }
   std::size_t draft_forwards() const override { return forwards_; }
+  void set_cost_ratio(double ratio) override { cost_ratio_ = ratio; }
 
  private:
   models::LanguageModel& draft_;
   std::optional<Sampler> sampler_;                  // sampling drafts
   std::vector<std::vector<double>> distributions_;  // of the last proposals (sampling drafts)
-  double confidence_ = 0;                           // stop proposing below this top probability
+  double confidence_ = 0;                           // stop below this top probability; < 0: auto
+  double cost_ratio_ = 0;                           // auto: stop once the chance all are kept falls below it
   std::vector<double> probs_;                       // scratch: a greedy draft's softmax
   std::shared_ptr<models::SequenceState> state_;
   int64_t fed_ = 0;  // tokens of the sequence the draft's state holds

@@ -26,6 +26,12 @@ const std::vector<TokenId>& Speculation::propose(const SequenceDecoder& seq, int
   const std::size_t draft_before = proposer_.draft_forwards();
   if (gate_.propose_now() && room > 0) proposals_ = proposer_.propose(seq.tokens(), std::min(k_, room));
   asked_ = !proposals_.empty() || proposer_.draft_forwards() != draft_before;
+  // The draft's first call also reads the prompt: its forwards are timed from the second on.
+  if (const std::size_t n = proposer_.draft_forwards() - draft_before; n > 0 && draft_before > 0) {
+    const double each = propose_seconds_ / static_cast<double>(n);
+    draft_forward_seconds_ = draft_forward_seconds_ > 0 ? draft_forward_seconds_ + (each - draft_forward_seconds_) / 4
+                                                        : each;
+  }
   propose_seconds_ = seconds_since(t0);
   return proposals_;
 }
@@ -34,6 +40,8 @@ Speculation::Outcome Speculation::verify(SequenceDecoder& seq, const float* rows
                                          models::SequenceState& state, int64_t held, double seconds) {
   ++stats_.target_forwards;
   stats_.proposed += proposals_.size();
+  step_seconds_ = step_seconds_ > 0 ? step_seconds_ + (seconds - step_seconds_) / 4 : seconds;
+  if (draft_forward_seconds_ > 0) proposer_.set_cost_ratio(draft_forward_seconds_ / step_seconds_);
   // Drawn proposals (a sampling draft) are verified by speculative sampling's rule, fixed ones by replay.
   const std::span<const std::vector<double>> q = proposer_.distributions();
   const bool rule = !q.empty() && q.size() == proposals_.size();

@@ -47,6 +47,7 @@ class Speculation {
   std::vector<TokenId> proposals_;
   bool asked_ = false;  // this step proposed, or ran the draft for nothing (its cost is still the step's)
   double propose_seconds_ = 0;
+  double draft_forward_seconds_ = 0, step_seconds_ = 0;  // averages (the newest weighs 1/4): the draft's cost ratio
   std::vector<double> p_;  // the model's distribution at a checked position (speculative sampling)
   SpeculativeStats stats_;
 };

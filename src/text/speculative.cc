@@ -52,6 +52,9 @@ class Proposers final : public Proposer {
     if (draft_) draft_->keep(length);
   }
   std::size_t draft_forwards() const override { return draft_ ? draft_->draft_forwards() : 0; }
+  void set_cost_ratio(double ratio) override {
+    if (draft_) draft_->set_cost_ratio(ratio);
+  }
 
  private:
   std::unique_ptr<PromptLookup> lookup_;

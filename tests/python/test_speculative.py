@@ -39,9 +39,10 @@ def test_several_prompts_speculate_each_on_its_own(folders, llama):
 
 
 def test_refusals(folders, llama):
-    # A random assistant is never as sure as the default threshold of 0.4: it runs, and proposes nothing.
+    # A random assistant is never as sure as transformers' threshold of 0.4: it runs, and proposes nothing.
     draft = ferry.AutoModelForCausalLM.from_pretrained(folders["llama"])
-    unsure = llama.generate([REPEATING], max_new_tokens=6, eos_token_id=[], assistant_model=draft, return_dict=True)
+    unsure = llama.generate([REPEATING], max_new_tokens=6, eos_token_id=[], assistant_model=draft,
+                            assistant_confidence_threshold=0.4, return_dict=True)
     assert unsure.speculative["proposed"] == 0 and unsure.speculative["draft_forwards"] > 0
     with pytest.raises(ferry.InvalidValueError, match="threshold"):
         llama.generate([REPEATING], max_new_tokens=2, assistant_model=draft, assistant_confidence_threshold=2.0)

@@ -172,8 +172,10 @@ TEST(Speculative, DraftModelThatIsTheModelHasEveryProposalKept) {
   EXPECT_EQ(generate(*model, nullptr, kPrompt, o).generated_ids, plain.generated_ids);
 }
 
-// A draft whose most likely token is below draft_confidence (a random model over 128 tokens: about 0.02) stops
-// before proposing: each step runs it once and proposes nothing, and the output is plain decoding's.
+// A draft whose most likely token is below draft_confidence (a random model over 128 tokens: a few per cent) stops
+// before proposing: each step runs it once and proposes nothing, and the output is plain decoding's. In auto mode the
+// draft proposes while the chance that all its proposals are kept stays above the measured cost ratio: everything it
+// may at a ratio of 0, nothing at 0.5.
 TEST(Speculative, ADraftThatIsNotConfidentProposesNothing) {
   test::TempDir dir, other;
   nn::manual_seed(30);
@@ -186,11 +188,28 @@ TEST(Speculative, ADraftThatIsNotConfidentProposesNothing) {
     GenerateOptions o = greedy(16);
     o.sampling = {.do_sample = sample, .top_k = 0, .seed = 3};
     const GenerateResult plain = generate(*model, nullptr, kPrompt, o);
-    o.speculative.draft = draft.get();  // draft_confidence: the default 0.4
+    o.speculative.draft = draft.get();
+    o.speculative.draft_confidence = 0.4;  // transformers' assistant_confidence_threshold
     const GenerateResult got = generate(*model, nullptr, kPrompt, o);
     EXPECT_EQ(got.speculative.proposed, 0u) << "sample " << sample;
     EXPECT_GT(got.speculative.draft_forwards, 0u) << "sample " << sample;
     EXPECT_EQ(got.generated_ids, plain.generated_ids) << "sample " << sample;
+  }
+}
+
+TEST(Speculative, AutoConfidenceWeighsTheDraftsCost) {
+  test::TempDir dir;
+  nn::manual_seed(32);
+  test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
+  auto model = models::AutoModelForCausalLM::from_pretrained(dir.path());
+  auto draft = models::AutoModelForCausalLM::from_pretrained(dir.path());
+  const std::vector<int64_t> prompt(kPrompt.begin(), kPrompt.end());
+  for (double ratio : {0.0, 0.5}) {
+    detail::DraftModel d(*draft, *model, prompt, DType::F32, std::nullopt, /*confidence=*/-1);
+    d.set_cost_ratio(ratio);
+    std::vector<TokenId> tokens(kPrompt.begin(), kPrompt.end());
+    tokens.push_back(7);
+    EXPECT_EQ(d.propose(tokens, 4).size(), ratio == 0 ? 4u : 0u) << "cost ratio " << ratio;
   }
 }
 

@@ -50,12 +50,15 @@ struct SpeculativeOptions {
   /// (above; the output's distribution is the model's). false: the draft proposes its greedy tokens, verified by
   /// replay (the output equals plain sampling's with the same seed). HF: the assistant's do_sample.
   bool draft_sample = true;
-  /// The draft stops proposing in a step at the first position where its most likely token has a probability below
-  /// this (its processed distribution when it samples, its softmax otherwise): where it is unsure, a proposal is
-  /// seldom kept and costs a draft forward. 0 never stops early. HF: assistant_confidence_threshold (0.4);
-  /// llama.cpp: --draft-p-min. The cut depends on the distribution, never on the token drawn, so speculative
-  /// sampling's output keeps the model's distribution.
-  double draft_confidence = 0.4;
+  /// Where the draft stops proposing within a step. Negative (the default, "auto"): while the chance that every
+  /// proposal so far is kept — the product of the draft's top probabilities — stays above what a draft forward costs
+  /// against a step of the model (measured as the generation runs): a draft a twelfth of a model in RAM stops where it
+  /// is unsure, one in front of a model read from disk proposes far. In [0, 1]: stop at the first position whose top
+  /// probability is below it (HF: assistant_confidence_threshold, default 0.4; llama.cpp: --draft-p-min); 0 never
+  /// stops early. Top probabilities are the draft's processed distribution when it samples, its softmax otherwise;
+  /// the cut depends on the distribution, never on the token drawn, so speculative sampling keeps the model's
+  /// distribution.
+  double draft_confidence = -1;
 
   bool enabled() const noexcept { return lookup_tokens > 0 || draft != nullptr; }
 };
