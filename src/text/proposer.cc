@@ -81,7 +81,8 @@ std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_
     const std::vector<float> v = logits.to_vector<float>();
     TokenId next = 0;
     double top = 1.0;  // the draft's probability of its most likely token here
-    if (sampler_) {  // a draw from what the draft's sampler would draw from, over the tokens so far and its own
+    // Sampling: a draw from what the draft's sampler would draw from, over the tokens so far and its own.
+    if (sampler_) {
       std::vector<TokenId> previous(tokens.begin(), tokens.end());
       previous.insert(previous.end(), out.begin(), out.end());
       std::vector<double>& q = distributions_.emplace_back();
