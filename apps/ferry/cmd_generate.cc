@@ -31,10 +31,7 @@ text::GenerateOptions generate_options(const GenerateFlags& f, const LoadedModel
   o.stop.stop_strings = f.stop;
   o.add_special_tokens = !f.no_special;
   o.record_logits = static_cast<std::size_t>(f.logits);
-  o.speculative.lookup_tokens = f.lookup;
-  o.speculative.max_proposals = f.draft_max;
-  o.speculative.draft_sample = !f.draft_greedy;
-  o.speculative.draft_confidence = f.draft_p_min;
+  o.speculative = f.speculative.options(nullptr);
   return o;
 }
 
@@ -192,30 +189,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--chat", f->chat, "a user message, put through the model's chat template (as a chat model expects)");
   cmd->add_option("--system", f->system, "with --chat: a system message before it");
   cmd->add_option("--chat-template", f->chat_template, "with --chat: a Jinja chat template file instead of the model's");
-  cmd->add_option("--lookup", f->lookup,
-                  "speculative decoding by prompt lookup: propose up to N tokens per step, those that followed the "
-                  "last words' latest earlier occurrence in the prompt or the output; the model checks them in one "
-                  "forward and the output stays what plain decoding gives (transformers' prompt_lookup_num_tokens)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option(
-      "--draft-model", f->draft_model,
-      "speculative decoding with a draft model: a smaller model folder or GGUF file with the same "
-      "vocabulary, loaded whole on the cpu; its tokens are checked by the model, several per forward: greedy ones, "
-      "or under sampling ones it samples, kept by speculative sampling's rule so that the output's distribution is "
-      "the model's (transformers' assistant_model)");
-  cmd->add_flag("--draft-greedy", f->draft_greedy,
-                "with --draft-model and sampling: the draft proposes its greedy tokens, checked by replaying plain "
-                "sampling, so the output equals plain sampling's with the same --seed (fewer proposals kept)");
-  cmd->add_option("--draft-p-min", f->draft_p_min,
-                  "speculative decoding: the draft stops proposing where its most likely token's probability is "
-                  "below P (transformers' assistant_confidence_threshold; 0 never stops). Default auto: while the "
-                  "chance that all its proposals are kept exceeds what a draft forward costs against a step of the "
-                  "model, as measured")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--draft-max", f->draft_max,
-                  "speculative decoding: the most tokens proposed per step (default 8; the number adapts to how many "
-                  "are kept)")
-      ->check(CLI::PositiveNumber);
+  f->speculative.add_to(*cmd, /*per_request=*/false);
   cmd->callback([f] {
     if (f->prompt.empty() && f->prompt_ids.empty() && !f->interactive && f->input.empty() && f->chat.empty())
       throw Error("no prompt given", "generate",
@@ -259,7 +233,7 @@ void add_generate_command(CLI::App& app) {
     const text::ChatTemplate* chat_template = chat ? &*chat : nullptr;
     LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
     std::optional<LoadedModel> draft;
-    if (!f->draft_model.empty()) draft = load_draft_model(f->draft_model, lm, f->model.model);
+    if (!f->speculative.draft_model.empty()) draft = load_draft_model(f->speculative.draft_model, lm, f->model.model);
     models::LanguageModel* draft_model = draft ? draft->model.get() : nullptr;
     if (!chat_ids.empty()) {
       run_once(*f, lm, tok, chat_template, "", draft_model, &chat_ids);

@@ -24,6 +24,7 @@
 #include "run_model.h"
 #include "serve/engine.h"
 #include "serve/server.h"
+#include "speculative_flags.h"
 
 namespace ferry::cli {
 
@@ -42,11 +43,7 @@ struct ServeFlags {
   double shutdown_timeout = 10;
   int keep_alive = 0;
   std::size_t max_body = 8u << 20;
-  int64_t lookup = 0;       // --lookup N
-  std::string draft_model;  // --draft-model PATH
-  int64_t draft_max = 8;    // --draft-max K
-  bool draft_greedy = false;
-  double draft_p_min = -1;
+  SpeculativeFlags speculative;  // --lookup, --draft-model, ...
 };
 
 // Signals reach a pipe; a thread reads it (a handler may only write(2)).
@@ -94,7 +91,7 @@ void run_serve(const ServeFlags& f) {
 
   LoadedModel lm = load_for_run(f.model, stderr);
   std::optional<LoadedModel> draft;  // outlives the engine and the server (declared before them)
-  if (!f.draft_model.empty()) draft = load_draft_model(f.draft_model, lm, f.model.model);
+  if (!f.speculative.draft_model.empty()) draft = load_draft_model(f.speculative.draft_model, lm, f.model.model);
   serve::EngineOptions eo;
   eo.batch.max_batch_size = f.max_batch;
   eo.max_queue = f.max_queue;
@@ -114,11 +111,7 @@ void run_serve(const ServeFlags& f) {
   so.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.request_timeout * 1000));
   so.keep_alive_seconds = f.keep_alive;
   so.eos_token_ids = lm.eos_token_ids;
-  so.speculative.lookup_tokens = f.lookup;
-  so.speculative.draft = draft ? draft->model.get() : nullptr;
-  so.speculative.max_proposals = f.draft_max;
-  so.speculative.draft_sample = !f.draft_greedy;
-  so.speculative.draft_confidence = f.draft_p_min;
+  so.speculative = f.speculative.options(draft ? draft->model.get() : nullptr);
   so.model_details = loaded_model_json(lm, chat ? &*chat : nullptr);
   so.streamed_bytes_per_forward = static_cast<uint64_t>(lm.streamed_bytes_per_forward);
   so.disk_read_bytes = [] { return process_disk_read_bytes(); };
@@ -209,22 +202,7 @@ void add_serve_command(CLI::App& app) {
                   "connection; a longer time holds a worker thread per idle connection)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-body", f->max_body, "largest request body in bytes (default 8 MiB)")->check(CLI::PositiveNumber);
-  cmd->add_option("--lookup", f->lookup,
-                  "speculative decoding by prompt lookup for every request: up to N proposed tokens per step (a "
-                  "request's \"prompt_lookup_num_tokens\" overrides it; 0 turns it off)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--draft-model", f->draft_model,
-                  "speculative decoding with a draft model (same vocabulary, loaded on the cpu) for every request (a "
-                  "request's \"num_assistant_tokens\" sets its proposals per step; 0 turns it off)");
-  cmd->add_option("--draft-max", f->draft_max, "speculative decoding: the most tokens proposed per step (default 8)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--draft-p-min", f->draft_p_min,
-                  "speculative decoding: the draft stops proposing below this top probability (default auto, as "
-                  "ferry generate --draft-p-min)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_flag("--draft-greedy", f->draft_greedy,
-                "with --draft-model: the draft proposes its greedy tokens (sampled requests then give plain "
-                "sampling's output for their seed) instead of sampling them");
+  f->speculative.add_to(*cmd, /*per_request=*/true);
   cmd->callback([f] { run_serve(*f); });
 }
 

@@ -9,6 +9,7 @@
 #include "ferry/text/generate.h"
 #include "ferry/text/prompt_line.h"
 #include "run_model.h"
+#include "speculative_flags.h"
 
 namespace ferry::cli {
 
@@ -28,11 +29,7 @@ struct GenerateFlags {
   int64_t batch = 16;         // --batch
   std::string max_kv_memory;  // --max-kv-memory
   std::string chat, system, chat_template;  // --chat MESSAGE (through the chat template), --system, --chat-template
-  int64_t lookup = 0;                       // --lookup N: speculative decoding by prompt lookup
-  std::string draft_model;                  // --draft-model DIR: speculative decoding with a draft model
-  int64_t draft_max = 8;                    // --draft-max K
-  bool draft_greedy = false;                // --draft-greedy
-  double draft_p_min = -1;                  // --draft-p-min (-1: auto)
+  SpeculativeFlags speculative;             // --lookup, --draft-model, ...
 };
 
 /// The generation settings the flags ask for (the per-prompt defaults of a batch).

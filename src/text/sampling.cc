@@ -132,21 +132,9 @@ TokenId sample_categorical(std::span<const float> logits, Rng& rng) {
   if (max == kNegInf) throw Error("every token was filtered out (all logits are -inf)", "sampling");
   if (std::isinf(max)) throw Error("logits contain +inf", "sampling", "check the model's output");
   std::vector<double> weights(logits.size());
-  double total = 0.0;
-  for (std::size_t i = 0; i < logits.size(); ++i) {
+  for (std::size_t i = 0; i < logits.size(); ++i)
     weights[i] = logits[i] == kNegInf ? 0.0 : std::exp(static_cast<double>(logits[i]) - max);
-    total += weights[i];
-  }
-  const double target = rng.uniform() * total;
-  double cumulative = 0.0;
-  std::size_t last_positive = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    if (weights[i] == 0.0) continue;
-    cumulative += weights[i];
-    last_positive = i;
-    if (target < cumulative) return static_cast<TokenId>(i);
-  }
-  return static_cast<TokenId>(last_positive);  // rounding left `target` at the very end
+  return sample_weights(weights, rng);
 }
 
 TokenId sample_weights(std::span<const double> weights, Rng& rng) {

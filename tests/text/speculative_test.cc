@@ -56,6 +56,17 @@ class Scripted final : public detail::Proposer {
   std::mt19937 rng_{7};
 };
 
+// The llama of `folder` with its layers read from disk (`offload`), two modules read ahead.
+std::shared_ptr<models::CausalLM> layers_on_disk(const std::filesystem::path& folder,
+                                                 const std::filesystem::path& offload) {
+  DeviceMap map{{"model.embed_tokens", Device::cpu()},
+                {"model.layers", Device::disk()},
+                {"model.norm", Device::cpu()},
+                {"lm_head", Device::cpu()}};
+  return models::AutoModelForCausalLM::from_pretrained(folder,
+                                                       {.device_map = map, .offload_folder = offload, .prefetch = 2});
+}
+
 GenerateResult with_proposer(models::LanguageModel& model, const std::vector<TokenId>& prompt, const GenerateOptions& o,
                              detail::Proposer& proposer, int64_t most = 4) {
   const std::vector<int64_t> p(prompt.begin(), prompt.end());
@@ -108,13 +119,7 @@ TEST(Speculative, GreedyEqualsPlainOffloadedToDiskAndForT5) {
   test::TempDir dir, offload("ferry-offload"), t5dir;
   nn::manual_seed(22);
   test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
-  DeviceMap map{{"model.embed_tokens", Device::cpu()},
-                {"model.layers", Device::disk()},
-                {"model.norm", Device::cpu()},
-                {"lm_head", Device::cpu()}};
-  auto offloaded = models::AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map,
-                                                                              .offload_folder = offload.path(),
-                                                                              .prefetch = 2});
+  auto offloaded = layers_on_disk(dir.path(), offload.path());
   expect_plain(*offloaded, kPrompt, greedy(20), "llama, layers on disk");
   test::write_random_seq2seq_folder(t5dir.path(), test::tiny_t5_config());
   auto t5 = models::AutoModelForSeq2SeqLM::from_pretrained(t5dir.path());
@@ -300,13 +305,7 @@ TEST(Speculative, BatchedSequencesSpeculateEachOnItsOwn) {
   expect_batch_speculates_per_sequence(*t5, *t5_draft, "t5");
   nn::manual_seed(28);
   test::write_random_hf_folder(dir.path(), test::tiny_llama_config());
-  DeviceMap map{{"model.embed_tokens", Device::cpu()},
-                {"model.layers", Device::disk()},
-                {"model.norm", Device::cpu()},
-                {"lm_head", Device::cpu()}};
-  auto offloaded = models::AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map,
-                                                                              .offload_folder = offload.path(),
-                                                                              .prefetch = 2});
+  auto offloaded = layers_on_disk(dir.path(), offload.path());
   auto small = models::AutoModelForCausalLM::from_pretrained(dir.path());
   expect_batch_speculates_per_sequence(*offloaded, *small, "llama, layers on disk");
 }
