@@ -25,6 +25,7 @@ const std::vector<TokenId>& Speculation::propose(const SequenceDecoder& seq, int
   proposals_.clear();
   const std::size_t draft_before = proposer_.draft_forwards();
   if (gate_.propose_now() && room > 0) proposals_ = proposer_.propose(seq.tokens(), std::min(k_, room));
+  propose_seconds_ = seconds_since(t0);
   asked_ = !proposals_.empty() || proposer_.draft_forwards() != draft_before;
   // The draft's first call also reads the prompt: its forwards are timed from the second on.
   if (const std::size_t n = proposer_.draft_forwards() - draft_before; n > 0 && draft_before > 0) {
@@ -32,7 +33,6 @@ const std::vector<TokenId>& Speculation::propose(const SequenceDecoder& seq, int
     draft_forward_seconds_ = draft_forward_seconds_ > 0 ? draft_forward_seconds_ + (each - draft_forward_seconds_) / 4
                                                         : each;
   }
-  propose_seconds_ = seconds_since(t0);
   return proposals_;
 }
 
