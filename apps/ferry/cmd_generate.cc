@@ -94,11 +94,7 @@ nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat
   j["h2d"] = {{"bytes", h2d.bytes}, {"bytes_per_forward", h2d.bytes_per_forward}, {"gb_per_s", h2d.gb_per_s}};
   if (!r.step_logits.empty()) j["logits"] = r.step_logits;
   if (r.speculative.target_forwards > 0 || r.speculative.proposed > 0)
-    j["speculative"] = {{"proposed", r.speculative.proposed},
-                        {"accepted", r.speculative.accepted},
-                        {"acceptance_rate", r.speculative.acceptance_rate()},
-                        {"target_forwards", r.speculative.target_forwards},
-                        {"draft_forwards", r.speculative.draft_forwards}};
+    j["speculative"] = speculative_json(r.speculative);
   return j;
 }
 

@@ -29,12 +29,7 @@ nlohmann::json result_json(const BatchPrompt& p, const text::SequenceResult& r) 
   j["stop_reason"] = text::to_string(r.result.stop_reason);
   j["timings"] = {{"prefill_s", r.result.timings.prefill_seconds}, {"decode_s", r.result.timings.decode_seconds}};
   if (!r.result.step_logits.empty()) j["logits"] = r.result.step_logits;
-  if (const auto& sp = r.result.speculative; sp.target_forwards > 0)
-    j["speculative"] = {{"proposed", sp.proposed},
-                        {"accepted", sp.accepted},
-                        {"acceptance_rate", sp.acceptance_rate()},
-                        {"target_forwards", sp.target_forwards},
-                        {"draft_forwards", sp.draft_forwards}};
+  if (r.result.speculative.target_forwards > 0) j["speculative"] = speculative_json(r.result.speculative);
   return j;
 }
 

@@ -44,4 +44,12 @@ text::SpeculativeOptions SpeculativeFlags::options(models::LanguageModel* draft)
   return o;
 }
 
+nlohmann::json speculative_json(const text::SpeculativeStats& s) {
+  return {{"proposed", s.proposed},
+          {"accepted", s.accepted},
+          {"acceptance_rate", s.acceptance_rate()},
+          {"target_forwards", s.target_forwards},
+          {"draft_forwards", s.draft_forwards}};
+}
+
 }  // namespace ferry::cli

@@ -1,8 +1,10 @@
 // The speculative decoding flags `ferry generate` and `ferry serve` share: --lookup, --draft-model, --draft-max,
-// --draft-p-min, --draft-greedy (text/speculative.h).
+// --draft-p-min, --draft-greedy (text/speculative.h); and the counts --json reports.
 #pragma once
 
 #include <CLI/CLI.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -23,5 +25,9 @@ struct SpeculativeFlags {
   /// The options these flags give, with `draft` the loaded --draft-model (null: none).
   text::SpeculativeOptions options(models::LanguageModel* draft) const;
 };
+
+/// A generation's speculative counts as `--json` reports them (proposed, accepted, acceptance_rate, target_forwards,
+/// draft_forwards).
+nlohmann::json speculative_json(const text::SpeculativeStats& s);
 
 }  // namespace ferry::cli

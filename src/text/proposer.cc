@@ -2,6 +2,7 @@
 #include "proposer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "ferry/core/error.h"
@@ -46,6 +47,17 @@ void check_draft_model(const models::LanguageModel& draft, const models::Languag
 }  // namespace ferry::text
 
 namespace ferry::text::detail {
+namespace {
+
+// softmax(v)[best] for the largest logit `best`: 1 / sum of exp(v_i - v_best).
+double top_probability(const std::vector<float>& v, TokenId best) {
+  const double max = v[static_cast<std::size_t>(best)];
+  double total = 0;
+  for (float x : v) total += std::exp(static_cast<double>(x) - max);
+  return 1.0 / total;
+}
+
+}  // namespace
 
 DraftModel::DraftModel(models::LanguageModel& draft, const models::LanguageModel& target,
                        std::span<const int64_t> prompt, DType kv_dtype, std::optional<SamplingOptions> sampling,
@@ -73,6 +85,9 @@ std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_
     all_kept *= top;
     return confidence_ >= 0 ? top < confidence_ : all_kept < cost_ratio_;
   };
+  // A sampling draft's repetition penalty sees the tokens so far and its own proposals.
+  std::vector<TokenId> previous;
+  if (sampler_) previous.assign(tokens.begin(), tokens.end());
   for (int64_t i = 0; i < k; ++i) {
     row.tokens = static_cast<int64_t>(input.size());
     const Tensor logits = draft_.forward_step(Tensor::from_vector(input, {row.tokens}), {&row, 1}, 1).to(Device::cpu());
@@ -80,26 +95,18 @@ std::vector<TokenId> DraftModel::propose(std::span<const TokenId> tokens, int64_
     fed_ += row.tokens;
     const std::vector<float> v = logits.to_vector<float>();
     TokenId next = 0;
-    double top = 1.0;  // the draft's probability of its most likely token here
-    // Sampling: a draw from what the draft's sampler would draw from, over the tokens so far and its own.
-    if (sampler_) {
-      std::vector<TokenId> previous(tokens.begin(), tokens.end());
-      previous.insert(previous.end(), out.begin(), out.end());
+    if (sampler_) {  // a draw from what the draft's sampler would draw from
       std::vector<double>& q = distributions_.emplace_back();
       sampler_->distribution(v, previous, q);
-      top = *std::max_element(q.begin(), q.end());
-      if (unsure(top)) {  // decided before the draw: the proposals stay draws from q
+      if (unsure(*std::max_element(q.begin(), q.end()))) {  // decided before the draw: proposals stay draws from q
         distributions_.pop_back();
         break;
       }
       next = sample_weights(q, sampler_->rng());
+      previous.push_back(next);
     } else {
       next = static_cast<TokenId>(std::max_element(v.begin(), v.end()) - v.begin());
-      if (confidence_ != 0) {
-        softmax(v, probs_);
-        top = probs_[static_cast<std::size_t>(next)];
-      }
-      if (unsure(top)) break;
+      if (confidence_ != 0 && unsure(top_probability(v, next))) break;
     }
     out.push_back(next);
     input.assign(1, next);

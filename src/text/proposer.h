@@ -64,7 +64,6 @@ class DraftModel final : public Proposer {
   std::vector<std::vector<double>> distributions_;  // of the last proposals (sampling drafts)
   double confidence_ = 0;                           // stop below this top probability; < 0: auto
   double cost_ratio_ = 0;                           // auto: stop once the chance all are kept falls below it
-  std::vector<double> probs_;                       // scratch: a greedy draft's softmax
   std::shared_ptr<models::SequenceState> state_;
   int64_t fed_ = 0;  // tokens of the sequence the draft's state holds
   std::size_t forwards_ = 0;

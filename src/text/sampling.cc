@@ -174,37 +174,36 @@ Sampler::Sampler(SamplingOptions options) : options_(options), rng_(options.seed
   }
 }
 
-TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> previous) {
-  const auto& o = options_;
-  if (!o.do_sample && (o.repetition_penalty == 1.0f || previous.empty())) return argmax(logits);
-  scratch_.assign(logits.begin(), logits.end());
-  const std::span<float> s(scratch_);
-  apply_repetition_penalty(s, previous, o.repetition_penalty);
-  if (!o.do_sample) return argmax(s);
-  if (o.temperature != 1.0f) apply_temperature(s, o.temperature);
-  if (o.top_k != 0) apply_top_k(s, o.top_k);
-  if (o.top_p < 1.0f) apply_top_p(s, o.top_p);
-  if (o.min_p > 0.0f) apply_min_p(s, o.min_p);
-  return sample_categorical(s, rng_);
-}
-
-void Sampler::distribution(std::span<const float> logits, std::span<const TokenId> previous,
-                           std::vector<double>& probs) {
+std::span<float> Sampler::processed(std::span<const float> logits, std::span<const TokenId> previous) {
   const auto& o = options_;
   scratch_.assign(logits.begin(), logits.end());
   const std::span<float> s(scratch_);
   apply_repetition_penalty(s, previous, o.repetition_penalty);
-  if (!o.do_sample) {
-    probs.assign(logits.size(), 0.0);
-    probs[static_cast<std::size_t>(argmax(s))] = 1.0;
-    return;
-  }
+  if (!o.do_sample) return s;
   check_no_nan(s, "sampling");
   if (o.temperature != 1.0f) apply_temperature(s, o.temperature);
   if (o.top_k != 0) apply_top_k(s, o.top_k);
   if (o.top_p < 1.0f) apply_top_p(s, o.top_p);
   if (o.min_p > 0.0f) apply_min_p(s, o.min_p);
-  softmax(s, probs);
+  return s;
+}
+
+TokenId Sampler::sample(std::span<const float> logits, std::span<const TokenId> previous) {
+  const auto& o = options_;
+  if (!o.do_sample && (o.repetition_penalty == 1.0f || previous.empty())) return argmax(logits);
+  const std::span<float> s = processed(logits, previous);
+  return o.do_sample ? sample_categorical(s, rng_) : argmax(s);
+}
+
+void Sampler::distribution(std::span<const float> logits, std::span<const TokenId> previous,
+                           std::vector<double>& probs) {
+  const std::span<float> s = processed(logits, previous);
+  if (options_.do_sample) {
+    softmax(s, probs);
+    return;
+  }
+  probs.assign(logits.size(), 0.0);
+  probs[static_cast<std::size_t>(argmax(s))] = 1.0;
 }
 
 }  // namespace ferry::text

@@ -116,6 +116,9 @@ class Sampler {
   Rng& rng() { return rng_; }
 
  private:
+  // The row after the processors sample() applies (the repetition penalty; the warpers when sampling), in scratch_.
+  std::span<float> processed(std::span<const float> logits, std::span<const TokenId> previous);
+
   SamplingOptions options_;
   Rng rng_;
   std::vector<float> scratch_;
