@@ -44,6 +44,11 @@ foreach(lib ${_ferry_libs})
     endif()
   endforeach()
 endforeach()
+if(FERRY_HAVE_MPI)
+  foreach(l ${FERRY_MPI_LIBRARIES})
+    string(APPEND FERRY_PC_EXTRA " ${l}")
+  endforeach()
+endif()
 if(FERRY_HAVE_CUDA)
   string(APPEND FERRY_PC_EXTRA " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcudart")
   set(FERRY_PC_CFLAGS " -DFERRY_HAVE_CUDA=1 -I${CUDAToolkit_INCLUDE_DIRS}")
@@ -71,6 +76,9 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libfmt-dev (>= 9), nlohmann-json3-dev (>= 3.10), libzip-dev, liburing-dev, libpcre2-dev, libutf8proc-dev, \
 libopenblas-dev, pkg-config")
+if(FERRY_HAVE_MPI)  # the process group (core/process_group.h)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
+endif()
 if(FERRY_HAVE_CUDA)
   # The CUDA runtime is not a Debian 12 package: a CUDA build needs NVIDIA's CUDA 13 toolkit installed as well.
   set(CPACK_DEBIAN_PACKAGE_DESCRIPTION

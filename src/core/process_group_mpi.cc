@@ -1,0 +1,178 @@
+// ProcessGroup over MPI (process_group.h). Every wait is a nonblocking operation polled until done: a rank waiting
+// for its peer sleeps instead of spinning (ranks share the machine's cores with compute threads), and a wait can end
+// with an error naming the peer after the group's timeout instead of hanging. Messages larger than MPI's int count
+// go in 1 GiB pieces.
+#include "process_group_mpi.h"
+
+#include <cstdlib>
+
+#ifdef FERRY_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only (Open MPI's C++ bindings need their own library)
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ferry/core/error.h"
+#endif
+
+namespace ferry::detail {
+
+#ifndef FERRY_HAVE_MPI
+
+std::shared_ptr<ProcessGroup> mpi_world_if_launched() { return nullptr; }
+bool mpi_built() noexcept { return false; }
+
+#else
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kPiece = std::size_t{1} << 30;
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+class MpiGroup final : public ProcessGroup {
+ public:
+  MpiGroup() {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  }
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  void send(std::span<const std::byte> bytes, int to, int tag) override {
+    check_peer(to, "send to");
+    std::lock_guard lock(mutex_);
+    for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
+      MPI_Request req;
+      check(MPI_Isend(bytes.data() + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req), "send to", to);
+      wait(req, "send to", to, timeout());
+      if (bytes.empty()) break;
+    }
+  }
+
+  void recv(std::span<std::byte> bytes, int from, int tag, std::chrono::milliseconds timeout) override {
+    check_peer(from, "receive from");
+    std::lock_guard lock(mutex_);
+    for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
+      MPI_Request req;
+      check(MPI_Irecv(bytes.data() + at, n, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req), "receive from", from);
+      MPI_Status status;
+      wait(req, "receive from", from, at == 0 ? timeout : this->timeout(), &status);
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      if (got != n)
+        throw Error("rank " + std::to_string(rank_) + " expected " + std::to_string(n) + " bytes from rank " +
+                        std::to_string(from) + " and got " + std::to_string(got),
+                    "process group", "every rank must run the same ferry version and the same command");
+      if (bytes.empty()) break;
+    }
+  }
+
+  void broadcast(std::span<std::byte> bytes, int root) override {
+    if (root < 0 || root >= size_)
+      throw Error("broadcast from rank " + std::to_string(root) + " in a group of " + std::to_string(size_) + " ranks",
+                  "process group");
+    std::lock_guard lock(mutex_);
+    for (std::size_t at = 0; at < bytes.size(); at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
+      MPI_Request req;
+      check(MPI_Ibcast(bytes.data() + at, n, MPI_BYTE, root, MPI_COMM_WORLD, &req), "broadcast with", root);
+      wait(req, "broadcast with", root, timeout());
+    }
+  }
+
+  void barrier() override {
+    std::lock_guard lock(mutex_);
+    MPI_Request req;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "meet", -1);
+    wait(req, "meet", -1, timeout());
+  }
+
+  [[noreturn]] void abort(const std::string& message, int code) override {
+    std::fprintf(stderr, "ferry (rank %d of %d): %s\n", rank_, size_, message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+  }
+
+ private:
+  static std::string peer_name(int peer) { return peer < 0 ? "every rank" : "rank " + std::to_string(peer); }
+
+  void check(int rc, const char* what, int peer) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw Error("rank " + std::to_string(rank_) + " could not " + what + " " + peer_name(peer) + ": " +
+                    std::string(text, static_cast<std::size_t>(len)),
+                "process group", "is every rank alive? mpirun names a rank that died");
+  }
+
+  // Polls `req` until done, sleeping between polls (from a few microseconds up to a millisecond); past `timeout`
+  // (zero: none) cancels it and throws.
+  void wait(MPI_Request& req, const char* what, int peer, std::chrono::milliseconds timeout,
+            MPI_Status* status = nullptr) const {
+    const auto start = Clock::now();
+    auto nap = std::chrono::microseconds(0);
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      MPI_Status st;
+      check(MPI_Test(&req, &done, &st), what, peer);
+      if (done) {
+        if (status != nullptr) *status = st;
+        return;
+      }
+      if (polls > 64) {
+        nap = std::min<std::chrono::microseconds>(std::chrono::milliseconds(1), nap + std::chrono::microseconds(20));
+        std::this_thread::sleep_for(nap);
+      }
+      if (timeout.count() > 0 && Clock::now() - start > timeout) {
+        MPI_Cancel(&req);
+        throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count() / 1000) + " s to " +
+                        what + " " + peer_name(peer) + " and nothing came",
+                    "process group",
+                    "is " + peer_name(peer) + " stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
+      }
+    }
+  }
+
+  int rank_ = 0, size_ = 1;
+  mutable std::mutex mutex_;  // MPI_THREAD_SERIALIZED: one call at a time
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> mpi_world_if_launched() {
+  if (!launched_by_mpi()) return nullptr;
+  return std::make_shared<MpiGroup>();
+}
+
+bool mpi_built() noexcept { return true; }
+
+#endif
+
+}  // namespace ferry::detail
