@@ -9,7 +9,9 @@
 #include "disk_io_report.h"
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
+#include "ferry/core/process_group.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/models/pipeline.h"
 #include "ferry/text/generate.h"
 #include "generate_batch.h"
 #include "run_model.h"
@@ -227,29 +229,41 @@ void add_generate_command(CLI::App& app) {
       }
     }
     const text::ChatTemplate* chat_template = chat ? &*chat : nullptr;
-    LoadedModel lm = load_for_run(f->model, f->json ? nullptr : stderr);
-    std::optional<LoadedModel> draft;
-    if (!f->speculative.draft_model.empty()) draft = load_draft_model(f->speculative.draft_model, lm, f->model.model);
-    models::LanguageModel* draft_model = draft ? draft->model.get() : nullptr;
-    if (!chat_ids.empty()) {
-      run_once(*f, lm, tok, chat_template, "", draft_model, &chat_ids);
-      return;
-    }
-    if (!f->input.empty()) {
-      run_batch(*f, lm, tok, batch_prompts, draft_model);
-      return;
-    }
-    if (!f->interactive) {
-      run_once(*f, lm, tok, chat_template, f->prompt, draft_model);
-      return;
-    }
-    std::string line;
-    while (true) {
-      if (stdout_is_tty()) std::fprintf(stderr, "\n> ");
-      if (!std::getline(std::cin, line)) break;
-      if (line.empty()) continue;
-      run_once(*f, lm, tok, chat_template, line, draft_model);
-      std::printf("\n");
+    // Under mpirun with a device map over ranks, every rank loads its part; rank 0 generates and prints, the others
+    // follow its forwards. A failure on any rank ends them all (abort), naming the rank.
+    const std::shared_ptr<ProcessGroup> world = world_process_group();
+    try {
+      LoadedModel lm = load_for_run(f->model, f->json || world->rank() != 0 ? nullptr : stderr);
+      if (const auto& group = lm.model->pipeline_group(); group && group->rank() != 0) {
+        models::follow_pipeline(*lm.model);
+        return;
+      }
+      std::optional<LoadedModel> draft;
+      if (!f->speculative.draft_model.empty()) draft = load_draft_model(f->speculative.draft_model, lm, f->model.model);
+      models::LanguageModel* draft_model = draft ? draft->model.get() : nullptr;
+      if (!chat_ids.empty()) {
+        run_once(*f, lm, tok, chat_template, "", draft_model, &chat_ids);
+        return;
+      }
+      if (!f->input.empty()) {
+        run_batch(*f, lm, tok, batch_prompts, draft_model);
+        return;
+      }
+      if (!f->interactive) {
+        run_once(*f, lm, tok, chat_template, f->prompt, draft_model);
+        return;
+      }
+      std::string line;
+      while (true) {
+        if (stdout_is_tty()) std::fprintf(stderr, "\n> ");
+        if (!std::getline(std::cin, line)) break;
+        if (line.empty()) continue;
+        run_once(*f, lm, tok, chat_template, line, draft_model);
+        std::printf("\n");
+      }
+    } catch (const std::exception& e) {
+      if (world->size() > 1) world->abort(e.what());
+      throw;
     }
   });
 }

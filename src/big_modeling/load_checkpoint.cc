@@ -7,6 +7,7 @@
 #include "ferry/big_modeling/offload_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <set>
 #include <unordered_set>
@@ -113,7 +114,8 @@ class CheckpointLoader {
 
     for (const auto& [key, value] : sd) {
       const std::string name = model_name(key);
-      if (name.empty()) continue;
+      if (!name.empty() && forward_) forward_(key, name, value);
+      if (name.empty() || skipped(name)) continue;
       place(name, key, value, shard, safetensors);
       loaded_.insert(name);
       result_.bytes_read += value.nbytes();
@@ -121,6 +123,29 @@ class CheckpointLoader {
       ++progress_.tensors_done;
       if (o_.on_progress) o_.on_progress(progress_);
     }
+  }
+
+  // broadcast_from_rank0, rank 0: called with each checkpoint tensor the model has, before it is placed here.
+  void forward_to(std::function<void(const std::string&, const std::string&, const Tensor&)> f) {
+    forward_ = std::move(f);
+  }
+
+  // broadcast_from_rank0, another rank: a tensor rank 0 read (`key` as the checkpoint names it).
+  void receive(const std::string& key, const Tensor& value) {
+    const std::string name = model_name(key);
+    if (name.empty() || skipped(name))
+      throw Error("rank 0 sent a tensor this rank does not load", key, "every rank must load the same model");
+    place(name, key, value, {}, /*safetensors=*/false);  // no file here: disk weights go to the offload folder
+    loaded_.insert(name);
+    result_.bytes_read += value.nbytes();
+  }
+
+  // The model's tensors this rank loads: its state dict less the skipped modules.
+  std::vector<std::string> wanted() const {
+    std::vector<std::string> out;
+    for (const auto& name : model_keys_)
+      if (!skipped(name)) out.push_back(name);
+    return out;
   }
 
   // After the last shard: reports unexpected and missing keys (missing ones are an error when strict), saves the
@@ -149,6 +174,12 @@ class CheckpointLoader {
   // Puts one tensor where the device map says: offloaded to disk (served from the shard or written to the offload
   // folder), parked in the state-dict folder, or set on its device.
   // The model's name for checkpoint key `key` (itself, or with the base_model_prefix added); empty for none.
+  // A tensor of a module another rank of a pipeline loads (LoadCheckpointOptions::skip_modules).
+  bool skipped(const std::string& name) const {
+    return std::any_of(o_.skip_modules.begin(), o_.skip_modules.end(),
+                       [&](const std::string& m) { return module_covers(m, name); });
+  }
+
   std::string model_name(const std::string& key) const {
     if (model_keys_.count(key)) return key;
     if (o_.base_model_prefix.empty()) return {};
@@ -204,7 +235,7 @@ class CheckpointLoader {
       if (auto slot = nn::find_tensor_slot(model_, name)) loaded_slots.insert(slot.get());
     std::vector<std::string> missing;
     for (const auto& name : model_keys_) {
-      if (loaded_.count(name)) continue;
+      if (loaded_.count(name) || skipped(name)) continue;
       auto slot = nn::find_tensor_slot(model_, name);
       if (!slot || !loaded_slots.count(slot.get())) missing.push_back(name);
     }
@@ -221,7 +252,52 @@ class CheckpointLoader {
   io::OffloadIndex state_dict_index_;
   LoadProgress progress_;
   LoadCheckpointResult result_;
+  std::function<void(const std::string&, const std::string&, const Tensor&)> forward_;
 };
+
+constexpr int kBroadcastTag = 7003;
+
+// broadcast_from_rank0 (LoadCheckpointOptions): rank 0 reads the checkpoint and sends each tensor to the ranks that
+// load it — each told rank 0 first which of the model's tensors it loads — and loads its own; the others place what
+// they receive and never touch the files. Messages: a rank's wanted names (one string, '\n'-separated); then per
+// tensor its checkpoint key and the tensor, and an empty key at the end.
+LoadCheckpointResult broadcast_load(nn::Module& model, const std::filesystem::path& checkpoint,
+                                    const LoadCheckpointOptions& o, ProcessGroup& group, bool has_disk) {
+  if (group.rank() != 0) {
+    CheckpointLoader loader(model, checkpoint, o, io::CheckpointFiles{});
+    std::string names;
+    for (const auto& n : loader.wanted()) names += n + "\n";
+    group.send_string(names, 0, kBroadcastTag);
+    for (;;) {
+      const std::string key = group.recv_string(0, kBroadcastTag);
+      if (key.empty()) break;
+      loader.receive(key, group.recv_tensor(0, kBroadcastTag));
+    }
+    return loader.finish(has_disk);
+  }
+  const io::CheckpointFiles files = io::get_checkpoint_shard_files(checkpoint);
+  std::vector<std::unordered_set<std::string>> wants(static_cast<std::size_t>(group.size()));
+  for (int r = 1; r < group.size(); ++r) {
+    const std::string names = group.recv_string(r, kBroadcastTag);
+    auto& w = wants[static_cast<std::size_t>(r)];
+    for (std::size_t at = 0; at < names.size();) {
+      const std::size_t nl = names.find('\n', at);
+      w.insert(names.substr(at, nl - at));
+      at = nl == std::string::npos ? names.size() : nl + 1;
+    }
+  }
+  CheckpointLoader loader(model, checkpoint, o, files);
+  loader.forward_to([&](const std::string& key, const std::string& name, const Tensor& value) {
+    for (int r = 1; r < group.size(); ++r) {
+      if (!wants[static_cast<std::size_t>(r)].count(name)) continue;
+      group.send_string(key, r, kBroadcastTag);
+      group.send_tensor(value, r, kBroadcastTag);
+    }
+  });
+  for (const auto& shard : files.shards) loader.load_shard(shard);
+  for (int r = 1; r < group.size(); ++r) group.send_string("", r, kBroadcastTag);
+  return loader.finish(has_disk);
+}
 
 }  // namespace
 
@@ -231,6 +307,10 @@ LoadCheckpointResult load_checkpoint_in_model(nn::Module& model, const std::file
   const bool has_disk = map && std::any_of(map->begin(), map->end(), [](const auto& e) { return e.second.is_disk(); });
   if (has_disk && o.offload_folder) std::filesystem::create_directories(*o.offload_folder);
 
+  if (o.broadcast_from_rank0) {
+    const std::shared_ptr<ProcessGroup> group = o.process_group ? o.process_group : world_process_group();
+    if (group->size() > 1) return broadcast_load(model, checkpoint, o, *group, has_disk);
+  }
   // Discovery first: a missing shard is an error before any byte is loaded.
   const io::CheckpointFiles files = io::get_checkpoint_shard_files(checkpoint);
   CheckpointLoader loader(model, checkpoint, o, files);

@@ -22,6 +22,14 @@ bool parse_index(std::string_view s, int& out) {
 }  // namespace
 
 Device Device::parse(std::string_view s) {
+  if (s.rfind("rank", 0) == 0) {  // rankR:<device>
+    const std::size_t colon = s.find(':');
+    int r = 0;
+    if (colon == std::string_view::npos || !parse_index(s.substr(4, colon - 4), r) || r > 1000000) bad(s);
+    const Device d = parse(s.substr(colon + 1));
+    if (d.rank != 0) bad(s);
+    return d.on_rank(r);
+  }
   if (s == "cpu") return cpu();
   if (s == "meta") return meta();
   if (s == "disk") return disk();
@@ -40,6 +48,7 @@ Device Device::parse(std::string_view s) {
 }
 
 std::string Device::str() const {
+  if (rank != 0) return "rank" + std::to_string(rank) + ":" + local().str();
   switch (kind) {
     case Kind::CPU: return "cpu";
     case Kind::Meta: return "meta";

@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <unordered_map>
 
 #include "ferry/big_modeling/auto_device_map.h"
 #include "ferry/big_modeling/dispatch.h"
 #include "ferry/big_modeling/experts.h"
 #include "ferry/big_modeling/load_checkpoint.h"
 #include "ferry/big_modeling/offload_plan.h"
+#include "ferry/big_modeling/pipeline.h"
 #include "ferry/big_modeling/quantize.h"
 #include "ferry/big_modeling/resident_weights.h"
 #include "ferry/core/error.h"
@@ -21,6 +23,7 @@
 #include "ferry/models/architectures.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/models/moe.h"
+#include "ferry/models/pipeline.h"
 #include "ferry/nn/empty_weights.h"
 #include "ferry/nn/module_tensors.h"
 #include "ferry/nn/tied.h"
@@ -104,6 +107,77 @@ std::shared_ptr<ExpertCache> expert_cache_for(const LanguageModel& model, const 
   return cache;
 }
 
+// The device map's entries for the decoder blocks (layers_prefix.N), in the order they run. Each block must have
+// its own entry (a block split between entries cannot be split between ranks: its parts' outputs are combined).
+std::vector<std::string> pipeline_blocks(const LanguageModel& model, const DeviceMap& map) {
+  const auto* causal = dynamic_cast<const CausalLM*>(&model);
+  if (causal == nullptr) throw Error("a pipeline over ranks runs decoder-only models", "device map");
+  const std::string prefix = causal->info().layers_prefix + ".";
+  std::vector<std::pair<int64_t, std::string>> blocks;
+  for (const auto& [name, device] : map) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    if (rest.empty() || !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      if (device.rank != 0 || has_ranks(map))
+        throw Error("a pipeline passes activations between ranks only between whole decoder blocks, and " + name +
+                        " is part of one",
+                    "device map", "give each block (" + prefix + "N) one entry, on one rank");
+      continue;
+    }
+    blocks.emplace_back(std::stoll(rest), name);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  std::vector<std::string> out;
+  for (auto& b : blocks) out.push_back(std::move(b.second));
+  return out;
+}
+
+// One rank's part of a model split over ranks by a device map that names them (big_modeling/pipeline.h): it loads
+// and dispatches its own entries only, and joins the pipeline — rank 0 leads it, the others follow.
+OffloadIo load_pipeline_part(LanguageModel& model, const std::filesystem::path& folder,
+                             const FromPretrainedOptions& options, const DeviceMap& map,
+                             const std::string& base_model_prefix, DType dtype) {
+  const LanguageModelInfo& info = model.model_info();
+  std::shared_ptr<ProcessGroup> group = options.process_group ? options.process_group : world_process_group();
+  if (info.is_encoder_decoder)
+    throw Error("a pipeline over ranks runs decoder-only models; " + info.architecture + " is an encoder-decoder",
+                "device map", "place the whole model on one rank");
+  const RankShare share = rank_share(model, map, group->rank(), group->size());
+  const std::vector<std::string> blocks = pipeline_blocks(model, map);
+  check_pipeline_map(model, map, blocks);
+  const bool has_disk = std::any_of(share.local.begin(), share.local.end(), [&](const auto& e) {
+    return e.second.is_disk() && std::find(share.remote.begin(), share.remote.end(), e.first) == share.remote.end();
+  });
+  LoadCheckpointOptions load;
+  load.device_map = share.local;
+  load.skip_modules = share.remote;
+  if (!options.offload_folder.empty()) load.offload_folder = options.offload_folder;
+  load.dtype = dtype;
+  load.offload_state_dict = options.offload_state_dict.value_or(has_disk);
+  load.base_model_prefix = base_model_prefix;
+  load.on_progress = options.on_progress;
+  const LoadCheckpointResult loaded = load_checkpoint_in_model(model, folder, load);
+  const std::vector<std::string> missing = truly_missing(model, loaded.missing_keys);
+  if (!missing.empty())
+    throw Error("the checkpoint lacks " + std::to_string(missing.size()) +
+                    " tensor(s) this rank needs: " + missing.front(),
+                folder.string(), "Are config.json and the weights from the same model?");
+  const OffloadIoChoice io = resolve_offload_io(model, share.local, options.offload_io, options.prefetch);
+  DispatchOptions dispatch;
+  if (load.offload_folder) dispatch.offload_dir = load.offload_folder;
+  dispatch.offload_index = loaded.offload_index;
+  dispatch.skip_keys = {"past_key_values"};
+  dispatch.prefetch = options.prefetch;
+  dispatch.offload_io = io.io;
+  dispatch.staging_bytes = io.staging_bytes;
+  dispatch_model(model, share.local, dispatch);
+  attach_pipeline_hooks(model, map, blocks, group);
+  model.set_pipeline_group(group);
+  if (group->rank() == 0) model.set_pipeline_leader(std::make_shared<PipelineLeader>(group));
+  model.set_hf_device_map(map);
+  return io.io;
+}
+
 OffloadIo load_and_dispatch(LanguageModel& model, const std::string& base_model_prefix,
                             const std::filesystem::path& folder, const FromPretrainedOptions& options, DType dtype) {
   const LanguageModelInfo& info = model.model_info();
@@ -119,6 +193,7 @@ OffloadIo load_and_dispatch(LanguageModel& model, const std::string& base_model_
     io = planned.choice;
   } else {
     map = std::get<DeviceMap>(options.device_map);
+    if (has_ranks(map)) return load_pipeline_part(model, folder, options, map, base_model_prefix, dtype);
     io = resolve_offload_io(model, map, options.offload_io, options.prefetch);
   }
   const bool has_disk = std::any_of(map.begin(), map.end(), [](const auto& e) { return e.second.is_disk(); });

@@ -7,17 +7,27 @@
 #include <vector>
 
 #include "ferry/core/error.h"
+#include "ferry/models/pipeline.h"
 #include "ferry/nn/module_tensors.h"
 
 namespace ferry::models {
 
 namespace {
 
-// A decoder-only sequence's state: its KV cache.
+// A decoder-only sequence's state: its KV cache (and, on rank 0 of a pipeline, its id there: the other ranks hold
+// their layers' part of it).
 struct CausalState final : SequenceState {
   std::shared_ptr<KvCache> cache;
+  std::shared_ptr<PipelineLeader> leader;
+  int64_t id = -1;
+  ~CausalState() override {
+    if (leader) leader->dropped(id);
+  }
   int64_t length() const override { return cache->seq_length(); }
-  void crop(int64_t length) override { cache->crop(length); }
+  void crop(int64_t length) override {
+    if (leader && length < cache->seq_length()) leader->cropped(id, length);
+    cache->crop(length);
+  }
 };
 
 std::shared_ptr<KvCache> cache_of(const StepRow& row) {
@@ -56,10 +66,23 @@ SequenceStart CausalLM::start_sequence(std::span<const int64_t> prompt_ids, DTyp
   auto state = std::make_shared<CausalState>();
   state->cache = make_cache(kv_dtype);
   if (reserve_tokens > 0) state->cache->reserve(reserve_tokens);  // one allocation per layer
+  if (pipeline_leader()) {
+    state->leader = pipeline_leader();
+    state->id = state->leader->started(prompt_ids, kv_dtype, reserve_tokens);
+  }
   return {std::move(state), first_input(prompt_ids)};
 }
 
 Tensor CausalLM::forward_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) {
+  if (pipeline_leader()) {
+    std::vector<int64_t> ids, tokens;
+    for (const StepRow& row : rows) {
+      auto* s = dynamic_cast<CausalState*>(row.state.get());
+      ids.push_back(s != nullptr ? s->id : -1);
+      tokens.push_back(row.tokens);
+    }
+    pipeline_leader()->forward(input_ids, ids, tokens, logits_to_keep);
+  }
   if (rows.size() == 1) return logits(input_ids, cache_of(rows[0]), logits_to_keep);
   std::vector<KvCacheBatch::Sequence> sequences;
   sequences.reserve(rows.size());

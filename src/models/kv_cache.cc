@@ -84,6 +84,12 @@ int64_t KvCache::seq_length(int64_t layer) const {
   return layers_[static_cast<std::size_t>(layer)].length;
 }
 
+int64_t KvCache::seq_length() const {
+  int64_t most = 0;
+  for (const Layer& l : layers_) most = std::max(most, l.length);
+  return most;
+}
+
 std::optional<Device> KvCache::device(int64_t layer) const {
   if (layer < 0 || layer >= num_layers()) return std::nullopt;
   const Layer& l = layers_[static_cast<std::size_t>(layer)];

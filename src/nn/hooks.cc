@@ -22,6 +22,12 @@ Args SequentialHook::pre_forward(Module& module, Args args) {
 }
 
 // Same order as pre_forward, as in Accelerate (not reversed like a stack of wrappers would be).
+std::optional<Value> SequentialHook::replace_forward(Module& module, const Args& args) {
+  for (const auto& h : hooks_)
+    if (auto v = h->replace_forward(module, args)) return v;
+  return std::nullopt;
+}
+
 Value SequentialHook::post_forward(Module& module, Value output) {
   for (const auto& h : hooks_) output = h->post_forward(module, std::move(output));
   return output;

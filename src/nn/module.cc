@@ -44,6 +44,8 @@ Value Module::operator()(Args args) {
   const std::shared_ptr<ModelHook> hook = hook_;
   if (!hook) return forward(args);
   try {
+    // A module that runs elsewhere (another rank) neither loads its weights nor runs here.
+    if (std::optional<Value> replaced = hook->replace_forward(*this, args)) return std::move(*replaced);
     Args rewritten = hook->pre_forward(*this, std::move(args));
     Value output = forward(rewritten);
     return hook->post_forward(*this, std::move(output));

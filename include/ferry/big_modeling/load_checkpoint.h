@@ -14,6 +14,7 @@
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/big_modeling/offload_io.h"
 #include "ferry/big_modeling/prefetch.h"
+#include "ferry/core/process_group.h"
 #include "ferry/io/offload.h"
 #include "ferry/io/staged_reader.h"
 #include "ferry/nn/module.h"
@@ -54,6 +55,16 @@ struct LoadCheckpointOptions {
   std::string base_model_prefix;
   /// Called after each tensor (empty: none).
   LoadProgressCallback on_progress;
+  /// ferry: modules whose tensors are neither loaded nor reported missing or unexpected — those another rank of a
+  /// pipeline loads (RankShare::remote, pipeline.h). They stay on the meta device.
+  std::vector<std::string> skip_modules;
+  /// Accelerate: broadcast_from_rank0 (with full_state_dict). Only rank 0 of `process_group` opens the checkpoint;
+  /// each other rank tells it which of the model's tensors it loads (its skip_modules left out) and receives exactly
+  /// those, bit for bit, never touching the files (its `checkpoint` path is not used; disk-mapped weights are written
+  /// to its offload_folder). Every rank must call it. A group of one rank loads as usual.
+  bool broadcast_from_rank0 = false;
+  /// The ranks for broadcast_from_rank0 (nullptr: world_process_group()).
+  std::shared_ptr<ProcessGroup> process_group;
 };
 
 /// What a load did: for reports and for dispatch_model.

@@ -21,6 +21,7 @@
 #include "ferry/big_modeling/max_memory.h"       // MaxMemory
 #include "ferry/big_modeling/prefetch.h"         // kPrefetchAuto, Prefetcher
 #include "ferry/core/dtype.h"
+#include "ferry/core/process_group.h"
 #include "ferry/io/staged_reader.h"  // OffloadIo, StagedReader
 #include "ferry/models/causal_lm.h"
 #include "ferry/models/config.h"
@@ -36,6 +37,10 @@ struct FromPretrainedOptions {
   /// Accelerate's load_checkpoint_and_dispatch does. Hand-written maps should not nest one entry inside another
   /// or split tied parameters between devices (dispatch does not support either yet).
   std::variant<std::monostate, std::string, DeviceMap> device_map;
+  /// For a device map over ranks ("rank1:cpu", big_modeling/pipeline.h): the ranks' process group (nullptr:
+  /// world_process_group()). Each rank loads only its entries; rank 0 leads the pipeline (models/pipeline.h), the
+  /// others call follow_pipeline.
+  std::shared_ptr<ProcessGroup> process_group;
   /// Budget per device for the modes; nullopt = what the devices have free.
   std::optional<MaxMemory> max_memory;
   /// The dtype float weights are loaded as; nullopt = config.json's dtype/torch_dtype, else f32. For a GGUF file,

@@ -45,7 +45,10 @@ class KvCache {
   std::pair<Tensor, Tensor> update(int64_t layer, const Tensor& k, const Tensor& v);
 
   /// Tokens held by `layer` (0 before its first update). HF: get_seq_length(layer_idx)
-  int64_t seq_length(int64_t layer = 0) const;
+  int64_t seq_length(int64_t layer) const;
+  /// Tokens held by the sequence: the most any layer holds (on a rank of a pipeline only its own layers hold any).
+  /// HF: get_seq_length()
+  int64_t seq_length() const;
   int64_t num_layers() const noexcept { return static_cast<int64_t>(layers_.size()); }
   DType dtype() const noexcept { return dtype_; }
   /// The device `layer`'s tensors live on; nullopt before its first update.

@@ -25,7 +25,13 @@
 #include "ferry/core/tensor.h"
 #include "ferry/nn/module.h"
 
+namespace ferry {
+class ProcessGroup;
+}
+
 namespace ferry::models {
+
+class PipelineLeader;
 
 /// What loaders, planners, generation and `ferry inspect` need to know of any language model without reading its
 /// modules (transformers: the shared fields of PretrainedConfig plus the class's _no_split_modules).
@@ -124,12 +130,21 @@ class LanguageModel : public nn::Module {
   const std::optional<DeviceMap>& hf_device_map() const noexcept { return hf_device_map_; }
   void set_hf_device_map(DeviceMap map) { hf_device_map_ = std::move(map); }
 
+  /// The pipeline this model leads (rank 0 of a device map over ranks, pipeline.h), or nullptr; its process group
+  /// for a follower. Set by from_pretrained.
+  const std::shared_ptr<PipelineLeader>& pipeline_leader() const noexcept { return pipeline_leader_; }
+  void set_pipeline_leader(std::shared_ptr<PipelineLeader> leader) { pipeline_leader_ = std::move(leader); }
+  const std::shared_ptr<ProcessGroup>& pipeline_group() const noexcept { return pipeline_group_; }
+  void set_pipeline_group(std::shared_ptr<ProcessGroup> group) { pipeline_group_ = std::move(group); }
+
  protected:
   explicit LanguageModel(LanguageModelInfo info) : info_(std::move(info)) {}
 
  private:
   LanguageModelInfo info_;
   std::optional<DeviceMap> hf_device_map_;
+  std::shared_ptr<PipelineLeader> pipeline_leader_;
+  std::shared_ptr<ProcessGroup> pipeline_group_;
 };
 
 /// Ids where the model's first weight is when it has no hook to move them (a model moved whole onto an

@@ -2,6 +2,7 @@
 //
 // A hook is attached to one module (Module::hook(), Accelerate's `_hf_hook`). Calling the module then runs
 //   args = hook.pre_forward(module, args); out = module.forward(args); out = hook.post_forward(module, out)
+// (ferry: unless hook.replace_forward(module, args) gives the output first: then nothing else runs)
 // Concrete hooks (AlignDevicesHook, LayerwiseCastingHook, CpuOffload) live in big_modeling; nn only defines the
 // protocol, so nn never depends on big_modeling. Each callback's default is the identity.
 //
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,6 +36,14 @@ class ModelHook {
   virtual Args pre_forward(Module& module, Args args) {
     (void)module;
     return args;
+  }
+  /// ferry only: a value that stands for the module's output — the module runs on another rank of a pipeline
+  /// (big_modeling/pipeline.h). Asked before pre_forward; a value skips pre_forward, forward and post_forward.
+  /// nullopt (the default): the module runs here.
+  virtual std::optional<Value> replace_forward(Module& module, const Args& args) {
+    (void)module;
+    (void)args;
+    return std::nullopt;
   }
   /// Runs just after module.forward; returns the (possibly rewritten) output the caller will receive.
   virtual Value post_forward(Module& module, Value output) {
@@ -68,6 +78,7 @@ class SequentialHook : public ModelHook {
 
   void init_hook(Module& module) override;
   Args pre_forward(Module& module, Args args) override;
+  std::optional<Value> replace_forward(Module& module, const Args& args) override;
   Value post_forward(Module& module, Value output) override;
   void detach_hook(Module& module) override;
   void forward_failed(Module& module) noexcept override;

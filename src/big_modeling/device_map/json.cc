@@ -72,8 +72,7 @@ DeviceMap DeviceMap::from_json(std::string_view json_text) {
 std::string DeviceMap::to_json(int indent) const {
   Json j = Json::object();
   for (const auto& [name, device] : entries_) {
-    if (device.is_cuda())
-      j[name] = device.index;
+    if (device.is_cuda() && device.rank == 0) j[name] = device.index;
     else
       j[name] = device.str();
   }

@@ -1,0 +1,61 @@
+// A pipeline over the ranks of a process group: a device map whose devices name ranks ("rank1:cpu", "rank1:disk",
+// "rank1:cuda:0"; core/device.h) splits a model between processes — on one machine or several, started by mpirun —
+// each of which loads and runs only its part. Only activations move, at the boundaries between the map's entries.
+//
+// Every rank builds the same skeleton and runs the same forwards in the same order (rank 0 drives; the others follow
+// its calls, models/pipeline_model.h); the hooks here make each module run on its own rank only:
+//
+//   RankShare share = rank_share(model, map, group->rank());   // what this rank loads (the rest is skipped)
+//   ... load share.local, skipping share.remote; dispatch share.local ...
+//   attach_pipeline_hooks(model, map, group);
+//
+// The decoder blocks may be on any rank; everything else stays with rank 0, which embeds the tokens and turns the last
+// block's output into logits. Per block, in the order they run:
+//   - on its rank it runs: the first block takes the embeddings' output from rank 0; a block sends its output to the
+//     next block's rank (rank 0 after the last block) when that is another rank;
+//   - elsewhere it does not run (ModelHook::replace_forward): on the rank that runs what comes next it stands for
+//     the output received from the block's rank; on the others, for zeros shaped like its output, which keep the
+//     model's shapes and control flow and are never used.
+// Entries without parameters (rotary tables, buffers) run on every rank.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ferry/big_modeling/device_map.h"
+#include "ferry/core/process_group.h"
+#include "ferry/nn/module.h"
+
+namespace ferry {
+
+/// Whether a device of `map` names a rank other than 0.
+bool has_ranks(const DeviceMap& map);
+/// The highest rank `map` names, plus one.
+int ranks_named(const DeviceMap& map);
+
+/// What one rank of a pipeline loads of a device map over ranks.
+struct RankShare {
+  /// Its own entries with the rank dropped, the entries without parameters (run everywhere), and — so that the map
+  /// still covers the whole model — the other ranks' entries as disk, never read (remote).
+  DeviceMap local;
+  std::vector<std::string> remote;  // the other ranks' entries with parameters: loaded nowhere here
+};
+/// Throws ferry::Error for a map that names a rank outside 0..size-1 of `group_size`.
+RankShare rank_share(const nn::Module& model, const DeviceMap& map, int rank, int group_size);
+
+/// Throws ferry::Error when an entry of `map` other than `blocks` holds parameters and names a rank other than 0.
+void check_pipeline_map(const nn::Module& model, const DeviceMap& map, std::span<const std::string> blocks);
+
+/// Attaches the pipeline's hooks (appended to hooks already there, as dispatch_model's). `map`: the device map over
+/// ranks, the same on every rank of `group`; `blocks`: the map's entries for the model's decoder blocks in the order
+/// they run — the only entries that may name a rank other than 0 (the embeddings, the final norm and the head stay
+/// with rank 0, which samples). Throws ferry::Error for another entry on another rank.
+void attach_pipeline_hooks(nn::Module& model, const DeviceMap& map, std::span<const std::string> blocks,
+                           std::shared_ptr<ProcessGroup> group);
+
+/// Bytes of activations this process sent to other ranks through the pipeline hooks so far.
+std::size_t pipeline_bytes_sent() noexcept;
+
+}  // namespace ferry

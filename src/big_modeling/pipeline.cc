@@ -1,0 +1,161 @@
+// A pipeline over ranks: which rank loads what, and the hooks that run each module on its own rank
+// (big_modeling/pipeline.h).
+#include "ferry/big_modeling/pipeline.h"
+
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+
+#include "ferry/core/error.h"
+#include "ferry/nn/embedding.h"
+#include "ferry/nn/hooks.h"
+#include "ferry/nn/linear.h"
+
+namespace ferry {
+namespace {
+
+constexpr int kActivationTag = 7001;
+std::atomic<std::size_t> g_bytes_sent{0};
+
+bool holds_parameters(const nn::Module& model, const std::string& key) {
+  const nn::Module& m = model.get_submodule(key);
+  return !m.named_parameters().empty();
+}
+
+// Zeros shaped like `module`'s output for input `x`: what a module run on another rank stands for here.
+Tensor stand_in(const nn::Module& module, const Tensor& x) {
+  Shape shape = x.shape();
+  if (const auto* e = dynamic_cast<const nn::Embedding*>(&module)) {
+    shape.push_back(e->embedding_dim());
+  } else if (const auto* l = dynamic_cast<const nn::Linear*>(&module)) {
+    shape.back() = l->out_features();
+  } else if (const auto* c = dynamic_cast<const nn::Conv1D*>(&module)) {
+    shape.back() = c->nf();
+  } else if (!is_floating_point(x.dtype())) {
+    throw Error("a pipeline cannot stand in for " + module.type_name() + " here: its input is " +
+                    std::string(dtype_name(x.dtype())) + ", so the shape of its output is unknown",
+                "pipeline", "keep this module on rank 0 with the embeddings");
+  }
+  return Tensor::zeros(std::move(shape), DType::F32);
+}
+
+const Tensor& first_tensor(const nn::Args& args, const std::string& where) {
+  if (args.size() == 0 || !args[0].is_tensor())
+    throw Error("a pipeline boundary needs the module's input as its first argument", where, "");
+  return args[0].tensor();
+}
+
+// A stage of the pipeline: a block the model runs in turn (`first`: it takes the embeddings' output from rank 0, `to`:
+// the rank of what runs next), or — with first false and to -1 — a module of rank 0 outside the blocks.
+class StageHook final : public nn::ModelHook {
+ public:
+  StageHook(std::string name, std::shared_ptr<ProcessGroup> group, int rank, bool first, int to)
+      : name_(std::move(name)), group_(std::move(group)), rank_(rank), first_(first), to_(to) {}
+
+  std::optional<nn::Value> replace_forward(nn::Module& module, const nn::Args& args) override {
+    const int me = group_->rank();
+    if (rank_ == me) return std::nullopt;
+    if (first_ && me == 0) send(first_tensor(args, name_), rank_);  // the blocks' input, from the embeddings
+    if (to_ == me) return nn::Value(group_->recv_tensor(rank_, kActivationTag));  // what runs next runs here
+    return nn::Value(stand_in(module, first_tensor(args, name_)));
+  }
+
+  nn::Args pre_forward(nn::Module& module, nn::Args args) override {
+    (void)module;
+    if (first_ && rank_ != 0) {
+      if (args.size() == 0) throw Error("a pipeline stage needs its input as its first argument", name_);
+      args[0] = nn::Value(group_->recv_tensor(0, kActivationTag));
+    }
+    return args;
+  }
+
+  nn::Value post_forward(nn::Module& module, nn::Value output) override {
+    (void)module;
+    if (to_ >= 0 && to_ != rank_) {
+      if (!output.is_tensor())
+        throw Error("a pipeline stage's output is not a single tensor", name_, "split the model at its blocks");
+      send(output.tensor(), to_);
+    }
+    return output;
+  }
+
+  std::string describe() const override {
+    return "PipelineStageHook(" + name_ + " on rank " + std::to_string(rank_) + ")";
+  }
+
+ private:
+  void send(const Tensor& t, int to) {
+    const Tensor host = t.device().is_host_addressable() ? t : t.to(Device::cpu());
+    group_->send_tensor(host, to, kActivationTag);
+    g_bytes_sent += host.nbytes();
+  }
+
+  std::string name_;
+  std::shared_ptr<ProcessGroup> group_;
+  int rank_;
+  bool first_;
+  int to_;
+};
+
+}  // namespace
+
+bool has_ranks(const DeviceMap& map) {
+  return std::any_of(map.begin(), map.end(), [](const auto& e) { return e.second.rank != 0; });
+}
+
+int ranks_named(const DeviceMap& map) {
+  int most = 0;
+  for (const auto& [name, device] : map) most = std::max(most, device.rank);
+  return most + 1;
+}
+
+RankShare rank_share(const nn::Module& model, const DeviceMap& map, int rank, int group_size) {
+  if (ranks_named(map) > group_size)
+    throw Error("the device map names rank " + std::to_string(ranks_named(map) - 1) + " but the job has " +
+                    std::to_string(group_size) + " rank" + (group_size == 1 ? "" : "s"),
+                "device map", "start one process per rank: mpirun -np " + std::to_string(ranks_named(map)) + " ...");
+  RankShare share;
+  for (const auto& [name, device] : map) {
+    if (device.rank == rank || !holds_parameters(model, name)) {
+      share.local.set(name, device.rank == rank ? device.local() : Device::cpu());
+    } else {
+      share.local.set(name, Device::disk());
+      share.remote.push_back(name);
+    }
+  }
+  return share;
+}
+
+void check_pipeline_map(const nn::Module& model, const DeviceMap& map, std::span<const std::string> blocks) {
+  for (const auto& [name, device] : map) {
+    if (device.rank == 0 || std::find(blocks.begin(), blocks.end(), name) != blocks.end()) continue;
+    if (holds_parameters(model, name))
+      throw Error(name + " is on rank " + std::to_string(device.rank) + ", but only the decoder blocks of a pipeline " +
+                      "may be on other ranks",
+                  "device map", "keep the embeddings, the final norm and the head on rank 0 (plain devices)");
+  }
+}
+
+void attach_pipeline_hooks(nn::Module& model, const DeviceMap& map, std::span<const std::string> blocks,
+                           std::shared_ptr<ProcessGroup> group) {
+  std::unordered_map<std::string, int> block_rank;
+  for (const auto& b : blocks) {
+    const auto d = map.at(b);
+    if (!d) throw Error("the device map has no entry for block " + b, "pipeline", "give each block its own entry");
+    block_rank.emplace(b, d->rank);
+  }
+  check_pipeline_map(model, map, blocks);
+  for (const auto& [name, device] : map) {
+    if (block_rank.count(name) || !holds_parameters(model, name)) continue;
+    nn::add_hook_to_module(model.get_submodule(name), std::make_shared<StageHook>(name, group, 0, false, -1), true);
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const int to = i + 1 < blocks.size() ? block_rank.at(blocks[i + 1]) : 0;
+    nn::add_hook_to_module(model.get_submodule(blocks[i]),
+                           std::make_shared<StageHook>(blocks[i], group, block_rank.at(blocks[i]), i == 0, to), true);
+  }
+}
+
+std::size_t pipeline_bytes_sent() noexcept { return g_bytes_sent.load(); }
+
+}  // namespace ferry
