@@ -10,6 +10,7 @@
 #include <map>
 
 #include "ferry/big_modeling/module_sizes.h"
+#include "ferry/big_modeling/pipeline.h"
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
@@ -405,6 +406,20 @@ PlannedModel plan_model_unplaced(const models::LanguageModel& skeleton, const Mo
   std::string mode = std::holds_alternative<std::string>(dm) ? std::get<std::string>(dm) : "auto";
   if (mode == "cpu") {
     out.device_map = DeviceMap{{"", Device::cpu()}};
+    return out;
+  }
+  // Budgets on several ranks (--max-memory rank0:cpu=...,rank1:cpu=...): a pipeline's map (big_modeling/pipeline.h).
+  if (o.max_memory && std::any_of(o.max_memory->entries().begin(), o.max_memory->entries().end(),
+                                  [](const MaxMemory::Entry& e) { return e.device.rank != 0; })) {
+    const auto* causal = dynamic_cast<const models::CausalLM*>(&skeleton);
+    if (causal == nullptr)
+      throw Error("budgets on several ranks plan a pipeline, which runs decoder-only models", "--max-memory",
+                  "give budgets to one rank");
+    if (mode != "auto" && mode != "sequential" && mode != "balanced")
+      throw Error("a pipeline over ranks is planned with --device-map auto, sequential or balanced, not " + mode,
+                  "--device-map", "");
+    out.device_map = infer_device_map_over_ranks(skeleton, causal->info().layers_prefix, *o.max_memory,
+                                                 mode == "balanced", dtype);
     return out;
   }
   if (flags.context > 0) {

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "disk_io_report.h"
+#include "ferry/big_modeling/pipeline.h"
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/core/process_group.h"
@@ -97,6 +98,12 @@ nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat
   if (!r.step_logits.empty()) j["logits"] = r.step_logits;
   if (r.speculative.target_forwards > 0 || r.speculative.proposed > 0)
     j["speculative"] = speculative_json(r.speculative);
+  if (const auto& group = lm.model->pipeline_group()) {  // activations rank 0 exchanged with the other ranks
+    const PipelineTraffic t = pipeline_traffic();
+    j["pipeline"] = {{"ranks", group->size()},
+                     {"rank0_bytes_sent", t.bytes_sent},
+                     {"rank0_bytes_received", t.bytes_received}};
+  }
   return j;
 }
 

@@ -19,7 +19,9 @@
 #include "disk_io_report.h"
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/core/error.h"
+#include "ferry/core/process_group.h"
 #include "ferry/models/gguf_model.h"
+#include "ferry/models/pipeline.h"
 #include "ferry/text/generate.h"
 #include "run_model.h"
 #include "serve/engine.h"
@@ -89,7 +91,13 @@ void run_serve(const ServeFlags& f) {
   if (!chat) std::fprintf(stderr, "note: %s\n  /v1/chat/completions will answer 400; /v1/completions works\n",
                           no_chat_template_message(f.model.model).c_str());
 
-  LoadedModel lm = load_for_run(f.model, stderr);
+  // Under mpirun with a device map over ranks, rank 0 serves and the other ranks follow its forwards.
+  const bool follower = world_process_group()->rank() != 0;
+  LoadedModel lm = load_for_run(f.model, follower ? nullptr : stderr);
+  if (const auto& group = lm.model->pipeline_group(); group && group->rank() != 0) {
+    models::follow_pipeline(*lm.model);
+    return;
+  }
   std::optional<LoadedModel> draft;  // outlives the engine and the server (declared before them)
   if (!f.speculative.draft_model.empty()) draft = load_draft_model(f.speculative.draft_model, lm, f.model.model);
   serve::EngineOptions eo;

@@ -6,13 +6,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "ferry/core/error.h"
+#include "ferry/core/version.h"
 
 int main(int argc, char** argv) {
   // A file-size limit (RLIMIT_FSIZE) or a full disk must surface as a write error with a message, not kill us.
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"ferry: run models bigger than your memory, from Hugging Face folders (plan, load, ferry weights)"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "ferry 0.1.0");
+  app.set_version_flag("--version", "ferry " + std::string(ferry::kVersion));
   ferry::cli::add_generate_command(app);
   ferry::cli::add_plan_command(app);
   ferry::cli::add_inspect_command(app);

@@ -94,6 +94,10 @@ class PreTrainedModel:
                  assistant_model: Optional[PreTrainedModel] = None, prompt_lookup_num_tokens: Optional[int] = None,
                  num_assistant_tokens: Optional[int] = None,
                  assistant_confidence_threshold: Optional[float] = None) -> GenerateOutput: ...
+    def follow_pipeline(self) -> None:
+        """On a rank other than 0 of a pipeline: repeats rank 0's forwards until rank 0 calls end_pipeline()."""
+    def end_pipeline(self) -> None:
+        """On rank 0 of a pipeline: the other ranks return from follow_pipeline()."""
     @property
     def hf_device_map(self) -> Optional[DeviceMap]: ...
     @property
@@ -160,4 +164,8 @@ def supported_isas() -> list[str]:
     """Every kernel set this CPU runs, lowest first."""
 def set_cpu_isa(isa: str) -> None:
     """Caps the CPU kernels for this process (as FERRY_ISA or the CLI's --isa)."""
+def get_rank() -> int:
+    """This process's rank in the job (0 outside mpirun). torch.distributed.get_rank"""
+def get_world_size() -> int:
+    """The number of ranks in the job (1 outside mpirun). torch.distributed.get_world_size"""
 def _raise_for_test(kind: str, problem: str, where: str = "", hint: str = "") -> None: ...

@@ -11,6 +11,7 @@
 #include "ferry/models/auto_model.h"
 #include "ferry/models/gguf_model.h"
 #include "ferry/models/moe.h"
+#include "ferry/models/pipeline.h"
 #include "ferry/text/generate.h"
 #include "ferry/text/pretrained.h"
 #include "model.h"
@@ -216,6 +217,23 @@ void bind_models(nb::module_& m) {
   nb::class_<Model>(m, "PreTrainedModel",
                     "A model loaded by AutoModelForCausalLM / AutoModelForSeq2SeqLM. Calls release the GIL; calls on "
                     "one model from several threads run one at a time.")
+      .def(
+          "follow_pipeline",
+          [](Model& m) {
+            nb::gil_scoped_release release;
+            std::lock_guard lock(*m.mutex);
+            models::follow_pipeline(*m.model);
+          },
+          "On a rank other than 0 of a pipeline (a device map over ranks, under mpirun): repeats rank 0's forwards "
+          "with this rank's blocks until rank 0 calls end_pipeline() (or exits).")
+      .def(
+          "end_pipeline",
+          [](Model& m) {
+            nb::gil_scoped_release release;
+            std::lock_guard lock(*m.mutex);
+            models::end_pipeline(*m.model);
+          },
+          "On rank 0 of a pipeline: the other ranks return from follow_pipeline(). A no-op otherwise.")
       .def("__call__", &call, "input_ids"_a, "decoder_input_ids"_a = nb::none(), "logits_to_keep"_a = 0,
            "The logits of input_ids ([T] or [B, T]; lists, numpy or CPU torch tensors) as a float32 numpy array "
            "[T, V] or [B, T, V] that shares ferry's memory (torch.from_dlpack(logits) shares it too). "

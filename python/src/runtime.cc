@@ -6,6 +6,7 @@
 #include "bindings.h"
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/error.h"
+#include "ferry/core/process_group.h"
 
 namespace ferry::python {
 
@@ -33,6 +34,13 @@ void bind_runtime(nb::module_& m) {
       },
       "isa"_a,
       "Caps the CPU kernels for this process (as FERRY_ISA or the CLI's --isa): 'scalar', 'avx2', 'avx512' or 'amx'.");
+  m.def(
+      "get_rank", [] { return world_process_group()->rank(); },
+      "This process's rank in the job (0 outside mpirun). torch.distributed.get_rank; started by mpirun, ferry joins "
+      "MPI's world, where a device map over ranks ({'model.layers.3': 'rank1:cpu'}) splits a model (a pipeline).");
+  m.def(
+      "get_world_size", [] { return world_process_group()->size(); },
+      "The number of ranks in the job (1 outside mpirun). torch.distributed.get_world_size");
 }
 
 }  // namespace ferry::python

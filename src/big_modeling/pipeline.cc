@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <unordered_map>
 
+#include "ferry/big_modeling/module_sizes.h"
 #include "ferry/core/error.h"
 #include "ferry/nn/embedding.h"
 #include "ferry/nn/hooks.h"
@@ -15,7 +17,12 @@ namespace ferry {
 namespace {
 
 constexpr int kActivationTag = 7001;
-std::atomic<std::size_t> g_bytes_sent{0};
+std::atomic<std::size_t> g_bytes_sent{0}, g_bytes_received{0};
+
+Tensor received(Tensor t) {
+  g_bytes_received += t.nbytes();
+  return t;
+}
 
 bool holds_parameters(const nn::Module& model, const std::string& key) {
   const nn::Module& m = model.get_submodule(key);
@@ -56,7 +63,7 @@ class StageHook final : public nn::ModelHook {
     const int me = group_->rank();
     if (rank_ == me) return std::nullopt;
     if (first_ && me == 0) send(first_tensor(args, name_), rank_);  // the blocks' input, from the embeddings
-    if (to_ == me) return nn::Value(group_->recv_tensor(rank_, kActivationTag));  // what runs next runs here
+    if (to_ == me) return nn::Value(received(group_->recv_tensor(rank_, kActivationTag)));  // what runs next runs here
     return nn::Value(stand_in(module, first_tensor(args, name_)));
   }
 
@@ -64,7 +71,7 @@ class StageHook final : public nn::ModelHook {
     (void)module;
     if (first_ && rank_ != 0) {
       if (args.size() == 0) throw Error("a pipeline stage needs its input as its first argument", name_);
-      args[0] = nn::Value(group_->recv_tensor(0, kActivationTag));
+      args[0] = nn::Value(received(group_->recv_tensor(0, kActivationTag)));
     }
     return args;
   }
@@ -156,6 +163,97 @@ void attach_pipeline_hooks(nn::Module& model, const DeviceMap& map, std::span<co
   }
 }
 
-std::size_t pipeline_bytes_sent() noexcept { return g_bytes_sent.load(); }
+DeviceMap infer_device_map_over_ranks(const nn::Module& model, const std::string& layers_prefix,
+                                      const MaxMemory& budgets, bool balanced, std::optional<DType> dtype) {
+  const ModuleSizes sizes = compute_module_sizes(model, dtype);
+  // The map's entries: the modules on the way to the blocks are split into their children.
+  std::vector<std::string> outside, blocks, order;
+  std::function<void(const std::string&, const nn::Module&)> walk = [&](const std::string& name, const nn::Module& m) {
+    for (const auto& [sub, child] : m.named_children()) {
+      const std::string full = name.empty() ? sub : name + "." + sub;
+      if (full == layers_prefix) {
+        for (const auto& [i, block] : child->named_children()) {
+          blocks.push_back(full + "." + i);
+          order.push_back(blocks.back());
+        }
+      } else if (layers_prefix.rfind(full + ".", 0) == 0) {
+        walk(full, *child);
+      } else {
+        outside.push_back(full);
+        order.push_back(full);
+      }
+    }
+  };
+  walk("", model);
+  if (blocks.empty()) throw Error("the model has no blocks under " + layers_prefix, "device map over ranks", "");
+  // Devices by rank, each rank's in Accelerate's order; one disk, last.
+  std::vector<MaxMemory::Entry> devices;
+  std::optional<Device> disk;
+  for (const auto& e : budgets.entries()) {
+    if (e.device.is_disk()) {
+      if (disk && disk->rank != e.device.rank)
+        throw Error("two ranks list a disk: " + disk->str() + " and " + e.device.str(), "--max-memory",
+                    "list one disk, for the rank that reads the blocks that do not fit in memory");
+      disk = e.device;
+    } else {
+      devices.push_back(e);
+    }
+  }
+  auto kind_order = [](const Device& d) { return d.is_accelerator() ? 0 : 1; };
+  std::stable_sort(devices.begin(), devices.end(), [&](const MaxMemory::Entry& a, const MaxMemory::Entry& b) {
+    if (a.device.rank != b.device.rank) return a.device.rank < b.device.rank;
+    if (kind_order(a.device) != kind_order(b.device)) return kind_order(a.device) < kind_order(b.device);
+    return a.device.index < b.device.index;
+  });
+  if (devices.empty() || devices.front().device.rank != 0)
+    throw Error("no budget for rank 0", "--max-memory",
+                "rank 0 holds the embeddings and the head: give it memory (rank0:cpu=8GiB, or plain cpu=8GiB)");
+  DeviceMap map;
+  std::vector<int64_t> left;
+  for (const auto& d : devices) left.push_back(d.bytes);
+  int64_t outside_bytes = 0;
+  for (const auto& n : outside) outside_bytes += sizes[n];
+  if (outside_bytes > left[0])
+    throw Error("rank 0's first device (" + devices[0].device.str() + ", " + std::to_string(left[0]) +
+                    " bytes) cannot hold the modules outside the blocks (" + std::to_string(outside_bytes) + " bytes)",
+                "--max-memory", "give rank 0 more memory");
+  left[0] -= outside_bytes;
+  // Balanced: a rank takes blocks while its share of the blocks' bytes, in proportion to its memory, lasts.
+  std::vector<int64_t> share;  // per device index: the most block bytes it takes (balanced), else its budget
+  if (balanced) {
+    int64_t total_blocks = 0, total_memory = 0;
+    for (const auto& b : blocks) total_blocks += sizes[b];
+    for (std::size_t i = 0; i < devices.size(); ++i) total_memory += left[i];
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      share.push_back(std::min(left[i], total_memory > 0 ? static_cast<int64_t>(static_cast<double>(total_blocks) *
+                                                                                static_cast<double>(left[i]) /
+                                                                                static_cast<double>(total_memory)) +
+                                                               1
+                                                         : 0));
+  } else {
+    share = left;
+  }
+  std::size_t d = 0;
+  for (const auto& b : blocks) {
+    const int64_t need = sizes[b];
+    // A balanced device past its share still takes a block when it is the last device with room.
+    while (d < devices.size() && need > share[d] && !(balanced && need <= left[d] && d + 1 == devices.size())) ++d;
+    if (d < devices.size()) {
+      map.set(b, devices[d].device);
+      share[d] -= need;
+      left[d] -= need;
+    } else if (disk) {
+      map.set(b, *disk);
+    } else {
+      throw Error("the blocks do not fit in the ranks' budgets (" + budgets.describe() + ")", "--max-memory",
+                  "give the ranks more memory, or list a disk (rank1:disk)");
+    }
+  }
+  DeviceMap out;  // in the model's order
+  for (const auto& n : order) out.set(n, map.contains(n) ? *map.at(n) : devices[0].device);
+  return out;
+}
+
+PipelineTraffic pipeline_traffic() noexcept { return {g_bytes_sent.load(), g_bytes_received.load()}; }
 
 }  // namespace ferry

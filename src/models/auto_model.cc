@@ -19,6 +19,7 @@
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 #include "ferry/core/quant.h"
+#include "ferry/core/version.h"
 #include "ferry/io/checkpoint.h"
 #include "ferry/models/architectures.h"
 #include "ferry/models/gguf_model.h"
@@ -132,6 +133,50 @@ std::vector<std::string> pipeline_blocks(const LanguageModel& model, const Devic
   return out;
 }
 
+// Every rank of a pipeline must run the same ferry with the same model and map: each sends rank 0 what it runs (the
+// version, config.json, the checkpoint files' names and sizes, the map); rank 0 compares and tells every rank the
+// verdict, so all of them stop with the same message naming the rank that differs.
+void check_same_job(ProcessGroup& group, const std::filesystem::path& folder, const DeviceMap& map) {
+  constexpr int kTag = 7004;
+  const bool is_folder = std::filesystem::is_directory(folder);
+  std::string mine = "ferry " + std::string(kVersion) + " pipeline 1\nconfig " +
+                     (is_folder ? std::to_string(std::hash<std::string>{}(ConfigJson::read(folder).json().dump()))
+                                : folder.filename().string()) +
+                     "\nfiles";
+  if (!is_folder) mine += " " + std::to_string(std::filesystem::file_size(folder));
+  if (is_folder) {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(folder))
+      if (e.is_regular_file() && e.path().extension() == ".safetensors")
+        files.push_back(e.path().filename().string() + ":" + std::to_string(e.file_size()));
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) mine += " " + f;
+  }
+  mine += "\nmap " + map.to_json();
+  std::string verdict;
+  if (group.rank() == 0) {
+    for (int r = 1; r < group.size() && verdict.empty(); ++r) {
+      const std::string theirs = group.recv_string(r, kTag);
+      if (theirs == mine) continue;
+      std::size_t line = 0;  // the first line that differs names what
+      while (line < theirs.size() && line < mine.size() && theirs[line] == mine[line]) ++line;
+      const std::size_t start = mine.rfind('\n', line == 0 ? 0 : line - 1);
+      const std::string what = mine.substr(start == std::string::npos ? 0 : start + 1, 6);
+      verdict = "rank " + std::to_string(r) + " runs another " +
+                (what.rfind("ferry", 0) == 0    ? "ferry version"
+                 : what.rfind("config", 0) == 0 ? "model (its config.json differs)"
+                 : what.rfind("files", 0) == 0  ? "model (its weight files differ)"
+                                                : "device map") +
+                " than rank 0";
+    }
+  } else {
+    group.send_string(mine, 0, kTag);
+  }
+  group.broadcast_string(verdict, 0);
+  if (!verdict.empty())
+    throw Error(verdict, "pipeline", "run the same ferry build with the same model folder and map on every rank");
+}
+
 // One rank's part of a model split over ranks by a device map that names them (big_modeling/pipeline.h): it loads
 // and dispatches its own entries only, and joins the pipeline — rank 0 leads it, the others follow.
 OffloadIo load_pipeline_part(LanguageModel& model, const std::filesystem::path& folder,
@@ -142,6 +187,7 @@ OffloadIo load_pipeline_part(LanguageModel& model, const std::filesystem::path& 
   if (info.is_encoder_decoder)
     throw Error("a pipeline over ranks runs decoder-only models; " + info.architecture + " is an encoder-decoder",
                 "device map", "place the whole model on one rank");
+  check_same_job(*group, folder, map);
   const RankShare share = rank_share(model, map, group->rank(), group->size());
   const std::vector<std::string> blocks = pipeline_blocks(model, map);
   check_pipeline_map(model, map, blocks);

@@ -36,6 +36,22 @@ TEST(Device, BadStringsAreErrors) {
   }
 }
 
+TEST(Device, RanksPrefixAnyDevice) {
+  EXPECT_EQ(Device::parse("rank1:cpu"), Device::cpu().on_rank(1));
+  EXPECT_EQ(Device::parse("rank2:cuda:1"), Device::cuda(1).on_rank(2));
+  EXPECT_EQ(Device::parse("rank3:disk"), Device::disk().on_rank(3));
+  EXPECT_EQ(Device::parse("rank1:0"), Device::cuda(0).on_rank(1));
+  EXPECT_EQ(Device::parse("rank0:cpu"), Device::cpu());  // rank 0 is a plain device
+  EXPECT_EQ(Device::cuda(1).on_rank(2).str(), "rank2:cuda:1");
+  EXPECT_EQ(Device::cpu().on_rank(0).str(), "cpu");
+  EXPECT_EQ(Device::cpu().on_rank(1).local(), Device::cpu());
+  EXPECT_NE(Device::cpu().on_rank(1), Device::cpu());
+  EXPECT_NE(std::hash<Device>{}(Device::cpu().on_rank(1)), std::hash<Device>{}(Device::cpu()));
+  for (const char* bad :
+       {"rank", "rank1", "rank:cpu", "rankx:cpu", "rank1:", "rank1:gpu", "rank1:rank2:cpu", "rank-1:cpu"})
+    EXPECT_THROW(Device::parse(bad), Error) << "'" << bad << "'";
+}
+
 TEST(Device, Classification) {
   EXPECT_TRUE(Device::virt(0).is_accelerator());
   EXPECT_TRUE(Device::cuda(0).is_accelerator());

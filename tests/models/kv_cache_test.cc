@@ -42,6 +42,16 @@ TEST(KvCache, UpdateAppendsAndReturnsEverythingSoFar) {
   EXPECT_EQ(v2.to_vector<float>(), iota(4, 2, 4, 100).to_vector<float>());
 }
 
+TEST(KvCache, TheSequenceLengthIsTheLongestLayers) {
+  // On a rank of a pipeline only its own layers hold keys: layer 0 may be empty there.
+  KvCache cache(3);
+  cache.update(2, iota(5, 2, 4, 0), iota(5, 2, 4, 0));
+  EXPECT_EQ(cache.seq_length(0), 0);
+  EXPECT_EQ(cache.seq_length(), 5);
+  cache.crop(3);
+  EXPECT_EQ(cache.seq_length(), 3);
+}
+
 TEST(KvCache, GrowingKeepsContents) {
   KvCache cache(1);
   for (int i = 0; i < 40; ++i) cache.update(0, iota(1, 1, 2, 2.0f * i), iota(1, 1, 2, -2.0f * i));  // past 16, 32

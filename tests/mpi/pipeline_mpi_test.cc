@@ -170,5 +170,23 @@ TEST(PipelineMpi, OnlyWholeBlocksGoToOtherRanks) {
   w->barrier();
 }
 
+TEST(PipelineMpi, AnotherModelOnAnotherRankIsFoundAtStart) {
+  auto w = world();
+  nlohmann::json other = test::tiny_llama_config();
+  other["rms_norm_eps"] = 1e-3;
+  const fs::path a = shared_folder("same", test::tiny_llama_config()), b = shared_folder("other", other);
+  auto skeleton = std::dynamic_pointer_cast<models::CausalLM>(models::load_language_model(a));
+  models::FromPretrainedOptions o;
+  o.device_map = ranked_map(*skeleton, w->size(), false);
+  o.process_group = w;
+  try {  // every rank stops with the same message, before loading
+    models::load_language_model(w->rank() == 1 ? b : a, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 runs another model"), std::string::npos) << e.what();
+  }
+  w->barrier();
+}
+
 }  // namespace
 }  // namespace ferry

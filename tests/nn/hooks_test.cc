@@ -48,6 +48,15 @@ struct RecordingHook : ModelHook {
   std::vector<std::string>* log;
 };
 
+// A module run elsewhere (a pipeline's other rank): replace_forward's value, and nothing else runs.
+struct ElsewhereHook : RecordingHook {
+  using RecordingHook::RecordingHook;
+  std::optional<Value> replace_forward(Module&, const Args& a) override {
+    log->push_back(tag + ".replace");
+    return Value(Tensor::zeros(a[0].tensor().shape(), DType::F32));
+  }
+};
+
 Tensor input() { return Tensor::from_vector<float>({0.5f, -1.0f, 2.0f, 1.5f, 0.0f, -0.5f}, {2, 3}); }
 
 void expect_close(const Tensor& a, const Tensor& b, float tol = 1e-5f) {
@@ -257,6 +266,23 @@ TEST(Hooks, SequentialHookDescribesItsParts) {
   SequentialHook seq({std::make_shared<ModelHook>(), std::make_shared<ModelHook>()});
   EXPECT_EQ(seq.describe(), "SequentialHook(ModelHook, ModelHook)");
   EXPECT_THROW(SequentialHook({nullptr}), Error);
+}
+
+TEST(Hooks, ReplaceForwardSkipsPreForwardAndPostForward) {
+  ModelForTest model;
+  std::vector<std::string> log;
+  add_hook_to_module(*model.linear1, std::make_shared<RecordingHook>("a", &log));
+  add_hook_to_module(*model.linear1, std::make_shared<ElsewhereHook>("b", &log), /*append=*/true);
+  log.clear();
+  const Tensor out = (*model.linear1)(input());
+  EXPECT_THAT(log, ElementsAre("b.replace"));  // asked of every hook in turn; the first value wins
+  EXPECT_EQ(out.shape(), input().shape());
+  for (float v : out.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  remove_hook_from_module(*model.linear1);
+  add_hook_to_module(*model.linear1, std::make_shared<RecordingHook>("c", &log));
+  log.clear();
+  (void)(*model.linear1)(input());
+  EXPECT_THAT(log, ElementsAre("c.pre", "c.post"));  // no replacement: the forward runs
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ class MaxMemory {
   static MaxMemory parse(const std::vector<std::pair<std::string, std::string>>& entries);
   /// A JSON object: {"0": "10GiB", "cpu": 30000000000, "disk": "1TB"}.
   static MaxMemory from_json(std::string_view json_text);
-  /// A command-line list: "0=10GiB,1=10GiB,cpu=30GB".
+  /// A command-line list: "0=10GiB,1=10GiB,cpu=30GB"; a disk may come without a size ("disk", "rank1:disk"): no
+  /// limit. Devices may name ranks ("rank1:cpu=8GiB", a pipeline's budgets).
   static MaxMemory from_flag(std::string_view flag);
 
   /// Sets the budget of `device` (cpu, disk, cuda:N or virt:N); throws ferry::Error for meta or bytes < 0.

@@ -20,11 +20,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ferry/big_modeling/device_map.h"
+#include "ferry/big_modeling/max_memory.h"
 #include "ferry/core/process_group.h"
 #include "ferry/nn/module.h"
 
@@ -55,7 +57,21 @@ void check_pipeline_map(const nn::Module& model, const DeviceMap& map, std::span
 void attach_pipeline_hooks(nn::Module& model, const DeviceMap& map, std::span<const std::string> blocks,
                            std::shared_ptr<ProcessGroup> group);
 
-/// Bytes of activations this process sent to other ranks through the pipeline hooks so far.
-std::size_t pipeline_bytes_sent() noexcept;
+/// The device map of a pipeline planned from budgets on several ranks ("rank0:cpu=8GiB,rank1:cpu=8GiB,rank1:disk",
+/// MaxMemory keys with rank prefixes): the modules outside the decoder blocks (below `layers_prefix`, e.g.
+/// "model.layers") go to rank 0's first device; the blocks fill the ranks in order, each rank's devices in
+/// Accelerate's order (accelerators, cpu), a disk taking what is left — as infer_auto_device_map fills devices
+/// (`balanced` false) — or (`balanced`) each rank takes a share of the blocks in proportion to its memory, as
+/// get_balanced_memory spreads a model over GPUs. `dtype`: the dtype weights are loaded as (sizes).
+/// Throws ferry::Error when rank 0 cannot hold the modules outside the blocks, or the blocks do not fit and no rank
+/// lists a disk.
+DeviceMap infer_device_map_over_ranks(const nn::Module& model, const std::string& layers_prefix,
+                                      const MaxMemory& budgets, bool balanced, std::optional<DType> dtype);
+
+/// Bytes of activations this process sent to and received from other ranks through the pipeline hooks so far.
+struct PipelineTraffic {
+  std::size_t bytes_sent = 0, bytes_received = 0;
+};
+PipelineTraffic pipeline_traffic() noexcept;
 
 }  // namespace ferry

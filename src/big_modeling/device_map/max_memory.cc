@@ -2,6 +2,8 @@
 // get_max_memory (free accelerator memory + the CPU's MemAvailable). See include/ferry/big_modeling/max_memory.h.
 #include "ferry/big_modeling/max_memory.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -200,6 +202,10 @@ MaxMemory MaxMemory::from_flag(std::string_view flag) {
     std::string_view item = flag.substr(0, comma);
     flag = comma == std::string_view::npos ? std::string_view{} : flag.substr(comma + 1);
     std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos && (item == "disk" || (item.rfind("rank", 0) == 0 && item.ends_with(":disk")))) {
+      entries.emplace_back(std::string(item), std::to_string(INT64_MAX));  // a disk without a size: no limit
+      continue;
+    }
     if (eq == std::string_view::npos || eq == 0)
       throw Error(fmt::format("'{}' is not DEVICE=SIZE", item), "--max-memory",
                   "write e.g. --max-memory 0=10GiB,1=10GiB,cpu=30GB");
@@ -211,7 +217,7 @@ MaxMemory MaxMemory::from_flag(std::string_view flag) {
 std::string MaxMemory::to_json() const {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const Entry& e : entries_) {
-    std::string key = e.device.is_cuda() ? std::to_string(e.device.index) : e.device.str();
+    std::string key = e.device.is_cuda() && e.device.rank == 0 ? std::to_string(e.device.index) : e.device.str();
     j[key] = e.bytes;
   }
   return j.dump();
