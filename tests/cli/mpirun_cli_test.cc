@@ -36,6 +36,18 @@ const std::string kMpirun =
     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
     "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 mpirun --oversubscribe";
 
+// Finds rank `rank` of the job whose environment holds FERRY_TEST_JOB=`tag`, writes its pid to `pids`: a bash
+// snippet.
+std::string find_rank(const std::string& tag, int rank, const std::string& pids) {
+  return "for i in $(seq 200); do for p in $(pgrep -f 'bin/ferry (generate|serve)'); do "
+         "grep -qz '^FERRY_TEST_JOB=" +
+         tag +
+         "$' /proc/$p/environ 2>/dev/null && "
+         "grep -qz '^OMPI_COMM_WORLD_RANK=" +
+         std::to_string(rank) + "$' /proc/$p/environ 2>/dev/null && echo $p > " + pids + "; done; [ -s " + pids +
+         " ] && break; sleep 0.1; done; ";
+}
+
 class MpirunCli : public ::testing::Test {
  protected:
   static fs::path dir_, model_;
@@ -92,6 +104,20 @@ class MpirunCli : public ::testing::Test {
     return p;
   }
 
+  /// A bash script: `mpirun -np 2 ferry generate --interactive` tagged FERRY_TEST_JOB=`tag` (its ranks are found by
+  /// the tag: ctest runs tests side by side), `signal` (a kill command) sent to rank 1 once both ranks are up, then a
+  /// prompt for rank 0; waits at most 60 s for the job (then kills it: a hang) and exits with its status.
+  static std::string fault_job(const std::string& tag, const std::string& signal, const std::string& env = "") {
+    const std::string fifo = (dir_ / ("in-" + tag)).string(), pids = (dir_ / (tag + ".pid")).string();
+    return "rm -f " + fifo + " " + pids + "; mkfifo " + fifo + "; (" + env + "FERRY_TEST_JOB=" + tag + " " + kMpirun +
+           " -np 2 " + ferry() + " generate -m " + model_.string() + " --device-map " + map_file(2, false).string() +
+           " -n 4 --interactive < " + fifo + ") & mp=$!; exec 3> " + fifo + "; " + find_rank(tag, 1, pids) +
+           "sleep 2; " + signal + " $(cat " + pids +
+           "); echo hello >&3; timeout 60 tail --pid=$mp -f /dev/null; "
+           "kill -CONT $(cat " +
+           pids + ") 2>/dev/null; pkill -9 -P $mp 2>/dev/null; wait $mp";
+  }
+
   static std::string generate_args() {
     return " generate -m " + model_.string() + " --prompt-ids 5,9,33,9,5,9,33 -n 16 --json";
   }
@@ -114,6 +140,35 @@ TEST_F(MpirunCli, TheSameTokensAsOneProcess) {
   }
 }
 
+// `ferry serve` under mpirun: rank 0 serves through the whole pipeline (the other rank follows), the completion is
+// the one-process generation's text, and a SIGTERM to rank 0 stops every rank cleanly.
+TEST_F(MpirunCli, ServeAnswersThroughThePipeline) {
+  const Outcome one = run(ferry() + generate_args());
+  ASSERT_EQ(one.code, 0) << one.err;
+  const std::string want = nlohmann::json::parse(one.out)["text"];
+  const int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const std::string pids = (dir_ / "serve0.pid").string();
+  const std::string cmd = "FERRY_TEST_JOB=serve " + kMpirun + " -np 2 " + ferry() + " serve -m " + model_.string() +
+                          " --device-map " + map_file(2, false).string() + " --port " + std::to_string(port) +
+                          " & mp=$!; " + find_rank("serve", 0, pids) + "for i in $(seq 300); do curl -sf " + url +
+                          "/v1/models > /dev/null && break; sleep 0.2; done; "
+                          "curl -sf " +
+                          url +
+                          "/v1/completions -H 'Content-Type: application/json' -d "
+                          "'{\"model\": \"demo-tiny-bf16\", \"prompt\": [5,9,33,9,5,9,33], \"max_tokens\": 16, "
+                          "\"temperature\": 0}'; echo; kill -TERM $(cat " +
+                          pids + "); timeout 60 tail --pid=$mp -f /dev/null; wait $mp";
+  const Outcome r = run(cmd);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_LT(r.seconds, 90);
+  const std::size_t at = r.out.find("\n{");  // after serve's "listening on" line
+  ASSERT_NE(at, std::string::npos) << r.out << r.err;
+  const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  const auto got = nlohmann::json::parse(line);
+  EXPECT_EQ(got["choices"][0]["text"], want) << line;
+}
+
 TEST_F(MpirunCli, AMapNamingMoreRanksThanTheJobHasIsAnError) {
   const Outcome r = run(ferry() + generate_args() + " --device-map " + map_file(2, false).string());
   EXPECT_NE(r.code, 0);
@@ -122,40 +177,20 @@ TEST_F(MpirunCli, AMapNamingMoreRanksThanTheJobHasIsAnError) {
 
 // Rank 1 dies while rank 0 waits for a prompt (--interactive): mpirun ends the job and names the rank.
 TEST_F(MpirunCli, ARankKilledEndsEveryRank) {
-  const std::string pids = (dir_ / "rank1.pid").string();
-  const std::string cmd = "mkfifo " + (dir_ / "in").string() + "; (" + kMpirun + " -np 2 " + ferry() + " generate -m " +
-                          model_.string() + " --device-map " + map_file(2, false).string() + " -n 4 --interactive < " +
-                          (dir_ / "in").string() + ") & mp=$!; exec 3> " + (dir_ / "in").string() +
-                          "; for i in $(seq 200); do for p in $(pgrep -f 'bin/ferry generate'); do "
-                          "grep -qz '^OMPI_COMM_WORLD_RANK=1$' /proc/$p/environ 2>/dev/null && echo $p > " +
-                          pids + "; done; [ -s " + pids + " ] && break; sleep 0.1; done; sleep 2; kill -9 $(cat " +
-                          pids + "); echo hello >&3; timeout 60 tail --pid=$mp -f /dev/null; wait $mp";
-  const Outcome r = run(cmd);
+  const Outcome r = run(fault_job("killed", "kill -9"));
   EXPECT_NE(r.code, 0) << r.out << r.err;
   EXPECT_LT(r.seconds, 60) << "a hang";
   EXPECT_NE((r.out + r.err).find("rank 1"), std::string::npos) << r.out << r.err;
-  fs::remove(dir_ / "in");
 }
 
 // Rank 1 stops answering (SIGSTOP) while rank 0 needs its layers: rank 0's wait ends after FERRY_PG_TIMEOUT with an
 // error naming rank 1, and the job ends.
 TEST_F(MpirunCli, AStuckRankEndsTheJobAfterTheTimeout) {
-  const std::string pids = (dir_ / "rank1s.pid").string();
-  const std::string cmd = "mkfifo " + (dir_ / "in2").string() + "; (FERRY_PG_TIMEOUT=3 " + kMpirun +
-                          " -x FERRY_PG_TIMEOUT -np 2 " + ferry() + " generate -m " + model_.string() +
-                          " --device-map " + map_file(2, false).string() + " -n 4 --interactive < " +
-                          (dir_ / "in2").string() + ") & mp=$!; exec 3> " + (dir_ / "in2").string() +
-                          "; for i in $(seq 200); do for p in $(pgrep -f 'bin/ferry generate'); do "
-                          "grep -qz '^OMPI_COMM_WORLD_RANK=1$' /proc/$p/environ 2>/dev/null && echo $p > " +
-                          pids + "; done; [ -s " + pids + " ] && break; sleep 0.1; done; sleep 2; kill -STOP $(cat " +
-                          pids + "); echo hello >&3; timeout 60 tail --pid=$mp -f /dev/null; kill -CONT $(cat " + pids +
-                          ") 2>/dev/null; wait $mp";
-  const Outcome r = run(cmd);
+  const Outcome r = run(fault_job("stuck", "kill -STOP", "FERRY_PG_TIMEOUT=3 "));
   EXPECT_NE(r.code, 0) << r.out << r.err;
   EXPECT_LT(r.seconds, 60) << "a hang";
   EXPECT_NE((r.out + r.err).find("rank 1"), std::string::npos) << r.out << r.err;
   EXPECT_NE((r.out + r.err).find("FERRY_PG_TIMEOUT"), std::string::npos) << r.out << r.err;
-  fs::remove(dir_ / "in2");
 }
 
 }  // namespace
