@@ -1,7 +1,7 @@
 """Folders shaped like the ~1B-parameter members of the dense families, written by transformers' save_pretrained
 with random bf16 weights, for scripts/bench-families.
 
-    bench_families_make.py FAMILY OUT_DIR [--layers N]
+    bench_families_make.py FAMILY OUT_DIR [--layers N] [--dtype float16]
 
 FAMILY (the shapes of the Hub configs named; N layers instead of theirs where given):
   qwen3   Qwen3-1.7B: hidden 2048, MLP 6144, 16 query / 8 KV heads of 128, vocabulary 151936, tied; 16 of 28 layers
@@ -13,7 +13,8 @@ FAMILY (the shapes of the Hub configs named; N layers instead of theirs where gi
           layers (1.1B; scripts/bench-amx)
   llama-draft  a draft for it: TinyLlama's vocabulary, hidden 768, MLP 2048, 12 query / 4 KV heads of 64, 6 layers
           (0.09B, a twelfth; scripts/bench-speculative)
-Weights are transformers' own initialisation (from_config), in bf16; only the speed is measured.
+Weights are transformers' own initialisation (from_config), in bf16 (--dtype float16: f16); only the speed is
+measured.
 """
 import sys
 
@@ -47,8 +48,11 @@ def main():
     if "--layers" in sys.argv:
         shape["num_hidden_layers"] = int(sys.argv[sys.argv.index("--layers") + 1])
     config = AutoConfig.for_model(shape.pop("model_type"), **shape)
+    dtype = torch.bfloat16
+    if "--dtype" in sys.argv:
+        dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[sys.argv[sys.argv.index("--dtype") + 1]]
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.save_pretrained(out)
     print(f"{family}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters -> {out}")
 
