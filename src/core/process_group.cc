@@ -2,9 +2,12 @@
 // process_group_mpi.cc.
 #include "ferry/core/process_group.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -37,14 +40,30 @@ TensorHeader header_of(const Tensor& t) {
   return h;
 }
 
-Tensor tensor_for(const TensorHeader& h, int from) {
-  if (h.dims < 0 || h.dims > kMaxDims || h.dtype < 0 || h.dtype > 255)
-    throw Error("rank " + std::to_string(from) + " sent a malformed tensor header", "process group",
-                "every rank must run the same ferry version");
+Error bad_message(int from, const std::string& what) {
+  return Error("rank " + std::to_string(from) + " sent " + what, "process group",
+               "every rank must run the same ferry version");
+}
+
+// The tensor a header announces, on the meta device (its size, nothing allocated); throws for a malformed header.
+Tensor announced(const TensorHeader& h, int from) {
+  const bool known_dtype = std::any_of(std::begin(kAllDTypes), std::end(kAllDTypes),
+                                       [&](DType d) { return static_cast<int64_t>(d) == h.dtype; }) ||
+                           std::any_of(std::begin(kQuantizedDTypes), std::end(kQuantizedDTypes),
+                                       [&](DType d) { return static_cast<int64_t>(d) == h.dtype; });
+  if (h.dims < 0 || h.dims > kMaxDims || !known_dtype) throw bad_message(from, "a malformed tensor header");
   Shape shape(h.shape, h.shape + h.dims);
-  for (int64_t d : shape)
-    if (d < 0) throw Error("rank " + std::to_string(from) + " sent a negative dimension", "process group");
-  return Tensor::empty(std::move(shape), static_cast<DType>(h.dtype));
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw bad_message(from, "a negative dimension");
+    if (d > 0 && numel > (int64_t{1} << 50) / d) throw bad_message(from, "a tensor of more than 2^50 elements");
+    numel *= d;
+  }
+  try {
+    return Tensor::empty(std::move(shape), static_cast<DType>(h.dtype), Device::meta());
+  } catch (const Error& e) {  // a quantized shape that is not whole blocks
+    throw bad_message(from, std::string("a tensor header that does not describe a tensor: ") + e.what());
+  }
 }
 
 std::span<std::byte> writable(Tensor& t) { return {static_cast<std::byte*>(t.raw_data()), t.nbytes()}; }
@@ -105,11 +124,32 @@ void ProcessGroup::send_tensor(const Tensor& tensor, int to, int tag) {
   if (tensor.nbytes() > 0) send(bytes_of(tensor), to, tag);
 }
 
+void ProcessGroup::send_async(std::shared_ptr<const void> keep, std::span<const std::byte> bytes, int to, int tag) {
+  (void)keep;
+  send(bytes, to, tag);
+}
+
+void ProcessGroup::send_tensor_async(const Tensor& tensor, int to, int tag) {
+  auto h = std::make_shared<const TensorHeader>(header_of(tensor));
+  send_async(h, bytes_of_value(*h), to, tag);
+  if (tensor.nbytes() > 0) {
+    auto t = std::make_shared<const Tensor>(tensor);
+    send_async(t, bytes_of(*t), to, tag);
+  }
+}
+
 Tensor ProcessGroup::recv_tensor(int from, int tag, std::chrono::milliseconds timeout) {
   TensorHeader h;
   recv(bytes_of_value(h), from, tag, timeout);
-  Tensor t = tensor_for(h, from);
-  if (t.nbytes() > 0) recv(writable(t), from, tag, this->timeout());
+  const Tensor meta = announced(h, from);
+  if (meta.nbytes() == 0) return Tensor::empty(meta.shape(), meta.dtype());
+  // Allocated only once the message that follows agrees with the header (when the group can tell).
+  if (const std::optional<std::size_t> incoming = peek(from, tag);
+      incoming && *incoming != std::min(meta.nbytes(), kMessagePiece))
+    throw bad_message(from, "a header for " + std::to_string(meta.nbytes()) + " bytes and then a message of " +
+                                std::to_string(*incoming));
+  Tensor t = Tensor::empty(meta.shape(), meta.dtype());
+  recv(writable(t), from, tag, this->timeout());
   return t;
 }
 
@@ -117,7 +157,10 @@ void ProcessGroup::broadcast_tensor(Tensor& tensor, int root) {
   TensorHeader h;
   if (rank() == root) h = header_of(tensor);
   broadcast(bytes_of_value(h), root);
-  if (rank() != root) tensor = tensor_for(h, root);
+  if (rank() != root) {
+    const Tensor meta = announced(h, root);
+    tensor = Tensor::empty(meta.shape(), meta.dtype());
+  }
   if (tensor.nbytes() > 0) broadcast(writable(tensor), root);
 }
 

@@ -15,9 +15,11 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ferry/core/error.h"
 #endif
@@ -34,7 +36,7 @@ bool mpi_built() noexcept { return false; }
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::size_t kPiece = std::size_t{1} << 30;
+constexpr std::size_t kPiece = ProcessGroup::kMessagePiece;
 
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
@@ -63,23 +65,51 @@ class MpiGroup final : public ProcessGroup {
 
   void send(std::span<const std::byte> bytes, int to, int tag) override {
     check_peer(to, "send to");
-    std::lock_guard lock(mutex_);
     for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
       const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
       MPI_Request req;
-      check(MPI_Isend(bytes.data() + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req), "send to", to);
+      check(locked([&] { return MPI_Isend(bytes.data() + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req); }), "send to",
+            to);
       wait(req, "send to", to, timeout());
       if (bytes.empty()) break;
     }
   }
 
-  void recv(std::span<std::byte> bytes, int from, int tag, std::chrono::milliseconds timeout) override {
-    check_peer(from, "receive from");
-    std::lock_guard lock(mutex_);
+  void send_async(std::shared_ptr<const void> keep, std::span<const std::byte> bytes, int to, int tag) override {
+    check_peer(to, "send to");
+    Pending p{std::move(keep), {}, to};
     for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
       const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
       MPI_Request req;
-      check(MPI_Irecv(bytes.data() + at, n, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req), "receive from", from);
+      check(locked([&] { return MPI_Isend(bytes.data() + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req); }), "send to",
+            to);
+      p.requests.push_back(req);
+      if (bytes.empty()) break;
+    }
+    std::lock_guard lock(mutex_);
+    pending_.push_back(std::move(p));
+  }
+
+  void flush() override {
+    const auto start = Clock::now();
+    auto nap = std::chrono::microseconds(0);
+    while (!deliver()) {
+      if (Clock::now() - start > timeout())
+        throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout().count() / 1000) +
+                        " s for rank " + std::to_string(first_pending_peer()) + " to take what it sent",
+                    "process group", "is that rank stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
+      nap = std::min<std::chrono::microseconds>(std::chrono::milliseconds(1), nap + std::chrono::microseconds(20));
+      std::this_thread::sleep_for(nap);
+    }
+  }
+
+  void recv(std::span<std::byte> bytes, int from, int tag, std::chrono::milliseconds timeout) override {
+    check_peer(from, "receive from");
+    for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
+      MPI_Request req;
+      check(locked([&] { return MPI_Irecv(bytes.data() + at, n, MPI_BYTE, from, tag, MPI_COMM_WORLD, &req); }),
+            "receive from", from);
       MPI_Status status;
       wait(req, "receive from", from, at == 0 ? timeout : this->timeout(), &status);
       int got = 0;
@@ -92,23 +122,48 @@ class MpiGroup final : public ProcessGroup {
     }
   }
 
+  std::optional<std::size_t> peek(int from, int tag) override {
+    check_peer(from, "receive from");
+    const auto start = Clock::now();
+    auto nap = std::chrono::microseconds(0);
+    for (int polls = 0;; ++polls) {
+      int found = 0;
+      MPI_Status st;
+      check(locked([&] { return MPI_Iprobe(from, tag, MPI_COMM_WORLD, &found, &st); }), "receive from", from);
+      deliver();
+      if (found) {
+        int count = 0;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        return static_cast<std::size_t>(count);
+      }
+      if (polls > 64) {
+        nap = std::min<std::chrono::microseconds>(std::chrono::milliseconds(1), nap + std::chrono::microseconds(20));
+        std::this_thread::sleep_for(nap);
+      }
+      if (Clock::now() - start > timeout())
+        throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout().count() / 1000) +
+                        " s to receive from rank " + std::to_string(from) + " and nothing came",
+                    "process group",
+                    "is rank " + std::to_string(from) + " stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
+    }
+  }
+
   void broadcast(std::span<std::byte> bytes, int root) override {
     if (root < 0 || root >= size_)
       throw Error("broadcast from rank " + std::to_string(root) + " in a group of " + std::to_string(size_) + " ranks",
                   "process group");
-    std::lock_guard lock(mutex_);
     for (std::size_t at = 0; at < bytes.size(); at += kPiece) {
       const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
       MPI_Request req;
-      check(MPI_Ibcast(bytes.data() + at, n, MPI_BYTE, root, MPI_COMM_WORLD, &req), "broadcast with", root);
+      check(locked([&] { return MPI_Ibcast(bytes.data() + at, n, MPI_BYTE, root, MPI_COMM_WORLD, &req); }),
+            "broadcast with", root);
       wait(req, "broadcast with", root, timeout());
     }
   }
 
   void barrier() override {
-    std::lock_guard lock(mutex_);
     MPI_Request req;
-    check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "meet", -1);
+    check(locked([&] { return MPI_Ibarrier(MPI_COMM_WORLD, &req); }), "meet", -1);
     wait(req, "meet", -1, timeout());
   }
 
@@ -141,7 +196,8 @@ class MpiGroup final : public ProcessGroup {
     for (int polls = 0;; ++polls) {
       int done = 0;
       MPI_Status st;
-      check(MPI_Test(&req, &done, &st), what, peer);
+      check(locked([&] { return MPI_Test(&req, &done, &st); }), what, peer);
+      deliver();
       if (done) {
         if (status != nullptr) *status = st;
         return;
@@ -151,7 +207,7 @@ class MpiGroup final : public ProcessGroup {
         std::this_thread::sleep_for(nap);
       }
       if (timeout.count() > 0 && Clock::now() - start > timeout) {
-        MPI_Cancel(&req);
+        locked([&] { return MPI_Cancel(&req); });
         throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count() / 1000) + " s to " +
                         what + " " + peer_name(peer) + " and nothing came",
                     "process group",
@@ -160,8 +216,47 @@ class MpiGroup final : public ProcessGroup {
     }
   }
 
+  // A send_async message: its requests (one per piece) and the owner of its bytes.
+  struct Pending {
+    std::shared_ptr<const void> keep;
+    std::vector<MPI_Request> requests;
+    int to = -1;
+  };
+
+  // Completes the send_async messages delivered by now, dropping their bytes; true when none is left.
+  bool deliver() const {
+    std::lock_guard lock(mutex_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      int done = 0;
+      const int rc = MPI_Testall(static_cast<int>(it->requests.size()), it->requests.data(), &done,
+                                 MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        const int to = it->to;
+        pending_.erase(it);
+        check(rc, "send to", to);  // throws
+        return false;
+      }
+      it = done ? pending_.erase(it) : std::next(it);
+    }
+    return pending_.empty();
+  }
+
+  int first_pending_peer() const {
+    std::lock_guard lock(mutex_);
+    return pending_.empty() ? -1 : pending_.front().to;
+  }
+
+  // MPI_THREAD_SERIALIZED: one MPI call at a time, each under the lock — never a whole wait, so that the threads of a
+  // pipeline's micro-batches each wait for their own message while another sends or computes.
+  template <class Call>
+  int locked(Call&& call) const {
+    std::lock_guard lock(mutex_);
+    return call();
+  }
+
   int rank_ = 0, size_ = 1;
-  mutable std::mutex mutex_;  // MPI_THREAD_SERIALIZED: one call at a time
+  mutable std::mutex mutex_;
+  mutable std::list<Pending> pending_;  // under mutex_
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -36,11 +37,26 @@ class ProcessGroup {
   /// Sends `bytes` to rank `to` under `tag` (a message of `tag` from one rank to another arrives in order); returns
   /// when the buffer may be reused. Throws ferry::Error for a rank outside the group, itself, or after timeout().
   virtual void send(std::span<const std::byte> bytes, int to, int tag) = 0;
+  /// Sends `bytes` without waiting for `to` to take them: returns at once, and the group holds `keep` (the owner of
+  /// the bytes) until the message is delivered — later calls of the group's own waits deliver it, flush() waits for
+  /// every one. Ordered with send()s of the same tag. The one-rank group and groups without it send at once.
+  virtual void send_async(std::shared_ptr<const void> keep, std::span<const std::byte> bytes, int to, int tag);
+  /// Returns when every send_async message has been delivered. Throws ferry::Error after timeout().
+  virtual void flush() {}
   /// Receives exactly bytes.size() bytes from rank `from` under `tag`. `timeout` (default timeout()) bounds the wait;
   /// zero waits as long as it takes (a rank idle between requests). Throws ferry::Error when the message is of
   /// another size, or nothing came in time.
   virtual void recv(std::span<std::byte> bytes, int from, int tag, std::chrono::milliseconds timeout) = 0;
   void recv(std::span<std::byte> bytes, int from, int tag) { recv(bytes, from, tag, timeout()); }
+  /// Bytes of the next message from `from` under `tag`, once it has come (timeout() bounds the wait): recv_tensor
+  /// checks a tensor's header against it before allocating. nullopt: this group cannot tell.
+  virtual std::optional<std::size_t> peek(int from, int tag) {
+    (void)from;
+    (void)tag;
+    return std::nullopt;
+  }
+  /// Messages longer than this travel as several of at most this many bytes each.
+  static constexpr std::size_t kMessagePiece = std::size_t{1} << 30;
   /// `root`'s bytes into every rank's `bytes` (the same size on every rank). torch.distributed: broadcast
   virtual void broadcast(std::span<std::byte> bytes, int root) = 0;
   /// Returns when every rank has called it.
@@ -52,6 +68,8 @@ class ProcessGroup {
   /// tensor. broadcast_tensor: `tensor` on root; every other rank gets root's in a new cpu tensor (its argument is
   /// replaced).
   void send_tensor(const Tensor& tensor, int to, int tag);
+  /// send_tensor without waiting (send_async): the group keeps `tensor` — which must not change — until delivered.
+  void send_tensor_async(const Tensor& tensor, int to, int tag);
   Tensor recv_tensor(int from, int tag, std::chrono::milliseconds timeout);
   Tensor recv_tensor(int from, int tag) { return recv_tensor(from, tag, timeout()); }
   void broadcast_tensor(Tensor& tensor, int root);
