@@ -345,6 +345,8 @@ LoadAndDispatchResult load_checkpoint_and_dispatch(nn::Module& model, const std:
   load.offload_buffers = o.offload_buffers;
   load.strict = o.strict;
   load.on_progress = o.on_progress;
+  load.broadcast_from_rank0 = o.broadcast_from_rank0;
+  load.process_group = o.process_group;
   const bool has_disk = map && std::any_of(map->begin(), map->end(), [](const auto& e) { return e.second.is_disk(); });
   load.offload_state_dict = o.offload_state_dict.value_or(has_disk);
   result.load = load_checkpoint_in_model(model, checkpoint, load);

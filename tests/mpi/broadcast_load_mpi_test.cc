@@ -106,6 +106,39 @@ TEST(BroadcastFromRank0, EveryRankGetsTheWholeModelWithoutTheFiles) {
   w->barrier();
 }
 
+// load_checkpoint_and_dispatch(broadcast_from_rank0) with a map that puts a block on disk: every rank runs the whole
+// model to rank 0's logits, bit for bit, the other ranks never opening the checkpoint.
+TEST(BroadcastFromRank0, LoadCheckpointAndDispatchGivesEveryRankTheModel) {
+  auto w = world_process_group();
+  const Checkpoint ck = make_checkpoint(*w);
+  auto model = skeleton(ck.config);
+  DeviceMap map{{"model.embed_tokens", Device::cpu()}, {"model.rotary_emb", Device::cpu()}};
+  for (int i = 0; i < 4; ++i) map.set("model.layers." + std::to_string(i), i == 2 ? Device::disk() : Device::cpu());
+  map.set("model.norm", Device::cpu());
+  map.set("lm_head", Device::cpu());
+  LoadAndDispatchOptions o;
+  o.device_map = map;
+  o.offload_folder = fs::temp_directory_path() /
+                     ("ferry-mpi-dispatch-off-" + std::to_string(::getpid()) + "-" + std::to_string(w->rank()));
+  o.broadcast_from_rank0 = true;
+  const LoadAndDispatchResult r = load_checkpoint_and_dispatch(*model, ck.folder, o);
+  EXPECT_TRUE(r.load.missing_keys.empty());
+  EXPECT_EQ(r.device_map, map);
+  const Tensor ids = Tensor::from_vector(std::vector<int64_t>{5, 17, 3, 42, 8}, {5}, DType::I64);
+  const Tensor logits = model->logits(ids);
+  if (w->rank() == 0) {
+    for (int rank = 1; rank < w->size(); ++rank) {
+      const Tensor got = w->recv_tensor(rank, 32);
+      ASSERT_EQ(got.shape(), logits.shape());
+      EXPECT_EQ(std::memcmp(got.raw_data(), logits.raw_data(), logits.nbytes()), 0) << "rank " << rank;
+    }
+  } else {
+    w->send_tensor(logits, 0, 32);
+  }
+  w->barrier();
+  fs::remove_all(*o.offload_folder);
+}
+
 TEST(BroadcastFromRank0, EachRankGetsOnlyItsBlocksDiskOnesInItsOffloadFolder) {
   auto w = world_process_group();
   const Checkpoint ck = make_checkpoint(*w);

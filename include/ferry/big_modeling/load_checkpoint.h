@@ -106,6 +106,11 @@ struct LoadAndDispatchOptions {
   /// Beyond Accelerate: how disk weights are read (DispatchOptions::offload_io). For a mode, a direct plan reserves
   /// the staging pool from the cpu budget (plan_with_offload_io).
   OffloadIo offload_io = OffloadIo::Auto;
+  /// Accelerate: broadcast_from_rank0 — only rank 0 of `process_group` opens the checkpoint, every rank ends with
+  /// the whole model placed by its map (LoadCheckpointOptions::broadcast_from_rank0; disk-mapped weights are written
+  /// to offload_folder on the other ranks). Every rank must call it with the same map or mode and budgets.
+  bool broadcast_from_rank0 = false;
+  std::shared_ptr<ProcessGroup> process_group;  // nullptr: world_process_group()
 };
 
 struct LoadAndDispatchResult {
