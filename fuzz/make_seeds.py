@@ -131,6 +131,28 @@ def gguf():
     return head + data
 
 
+def pipeline_messages():
+    """rank 0's commands to a follower (models/pipeline_protocol.h): start a sequence, a forward over it, a crop, the
+    end — each message a u16 length and its bytes; a tensor is a header (dtype, dims, 8 dims) then its bytes."""
+    magic = 0x66657272797032
+
+    def msg(b):
+        return struct.pack("<H", len(b)) + b
+
+    def command(op, a=0, b=0, c=0):
+        return msg(struct.pack("<5q", magic, op, a, b, c))
+
+    def tensor_i64(values, shape):
+        i64 = 10  # DType::I64
+        header = struct.pack("<2q", i64, len(shape)) + struct.pack("<8q", *(list(shape) + [0] * (8 - len(shape))))
+        return msg(header) + msg(struct.pack(f"<{len(values)}q", *values))
+
+    out = command(1, 0, 0, 16) + tensor_i64([5, 17, 3], [3])
+    out += command(2, 1, 1, 0) + tensor_i64([0, 3], [1, 2]) + tensor_i64([5, 17, 3], [3])
+    out += command(3, 0, 2) + command(4, 0) + command(5)
+    return out
+
+
 def write(target, name, data):
     folder = os.path.join(HERE, "corpus", target)
     os.makedirs(folder, exist_ok=True)
@@ -145,6 +167,7 @@ def main():
     write("fuzz_zip_directory", "state_dict.bin", torch_bin(pkl))
     write("fuzz_safetensors_header", "small.safetensors", safetensors())
     write("fuzz_gguf", "small.gguf", gguf())
+    write("fuzz_pipeline_messages", "start_forward_crop_end.bin", pipeline_messages())
     write("fuzz_checkpoint_index", "index.json", json.dumps(
         {"metadata": {"total_size": 20},
          "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}},

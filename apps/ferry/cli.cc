@@ -105,6 +105,11 @@ void ModelFlags::add_to(CLI::App& cmd, bool positional_model) {
                  "this layer's input a layer ahead; off (default) reads only routed experts. Either way the report "
                  "says how many routed experts the guesses would have covered")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd.add_option("--micro-batches", micro_batches,
+                 "a pipeline over ranks (mpirun, a device map naming rank1:...): split each forward over several "
+                 "sequences (batched generate -i, serve) into N micro-batches in flight, so that the ranks compute at "
+                 "the same time (default 0: one per rank)")
+      ->check(CLI::Range(0, kMaxMicroBatches));
 }
 
 void ModelFlags::apply() const {
@@ -180,6 +185,7 @@ models::FromPretrainedOptions ModelFlags::from_pretrained_options() const {
   o.plan_by_expert = moe_plan != "layers";
   if (expert_cache != "auto") o.expert_cache_bytes = expert_cache_bytes_value();
   o.guess_experts = guess_experts == "on";
+  o.pipeline_micro_batches = micro_batches;
   return o;
 }
 

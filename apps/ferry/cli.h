@@ -48,6 +48,8 @@ struct ModelFlags {
   std::string moe_plan = "experts";   // experts: each expert a unit, dense parts first | layers: Accelerate's plan
   std::string expert_cache = "auto";  // RAM for an LRU cache of the experts read from disk: auto | a size | 0
   std::string guess_experts = "off";  // on | off: read the next layer's likely experts ahead (guess_experts)
+  // Pipelines over ranks (mpirun)
+  int micro_batches = 0;  // a forward over several sequences split into this many (0: one per rank)
 
   /// --expert-cache as bytes (not for "auto"); throws ferry::Error naming the flag.
   int64_t expert_cache_bytes_value() const;

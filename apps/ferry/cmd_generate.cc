@@ -15,6 +15,7 @@
 #include "ferry/models/pipeline.h"
 #include "ferry/text/generate.h"
 #include "generate_batch.h"
+#include "pipeline_report.h"
 #include "run_model.h"
 
 namespace ferry::cli {
@@ -71,6 +72,8 @@ void print_stats(const LoadedModel& lm, const text::GenerateResult& r, std::size
                  format_bytes(lm.streamed_bytes_per_forward * static_cast<int64_t>(forwards)).c_str(), forwards);
   if (const std::string line = disk_io_text(io); !line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
   if (const std::string line = h2d_line(h2d); !line.empty()) std::fprintf(stderr, "  %s\n", line.c_str());
+  if (const std::string line = pipeline_line(*lm.model, t.generated_tokens); !line.empty())
+    std::fprintf(stderr, "  %s\n", line.c_str());
 }
 
 nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat, const text::GenerateResult& r,
@@ -98,12 +101,7 @@ nlohmann::json result_json(const LoadedModel& lm, const text::ChatTemplate* chat
   if (!r.step_logits.empty()) j["logits"] = r.step_logits;
   if (r.speculative.target_forwards > 0 || r.speculative.proposed > 0)
     j["speculative"] = speculative_json(r.speculative);
-  if (const auto& group = lm.model->pipeline_group()) {  // activations rank 0 exchanged with the other ranks
-    const PipelineTraffic t = pipeline_traffic();
-    j["pipeline"] = {{"ranks", group->size()},
-                     {"rank0_bytes_sent", t.bytes_sent},
-                     {"rank0_bytes_received", t.bytes_received}};
-  }
+  if (lm.model->pipeline_leader()) j["pipeline"] = pipeline_json(*lm.model);  // activations and time, by rank
   return j;
 }
 

@@ -10,8 +10,8 @@
 
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/core/error.h"
-#include "ferry/big_modeling/max_memory.h"
 #include "ferry/text/batch_generate.h"
+#include "pipeline_report.h"
 
 namespace ferry::cli {
 namespace {
@@ -200,6 +200,8 @@ void run_batch(const GenerateFlags& f, const LoadedModel& lm, const std::optiona
     if (defaults.speculative.enabled())
       std::fprintf(stderr, "speculative: %zu of %zu proposed tokens kept (%.0f %%), each sequence on its own\n",
                    speculative.accepted, speculative.proposed, 100.0 * speculative.acceptance_rate());
+    if (const std::string line = pipeline_line(*lm.model, tokens); !line.empty())
+      std::fprintf(stderr, "%s\n", line.c_str());
   }
   if (failed > 0)
     throw Error(std::to_string(failed) + " of " + std::to_string(prompts.size()) + " prompts failed", "generate",

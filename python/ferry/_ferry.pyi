@@ -129,7 +129,8 @@ class AutoModelForCausalLM:
                         prefetch: int | Literal["auto"] = "auto", offload_io: Literal["auto", "direct", "mmap"] = "auto",
                         quantize: Optional[str] = None, torch_dtype: Optional[DType] = None,
                         plan_by_expert: bool = True,
-                        expert_cache: Union[int, str] = "auto", guess_experts: bool = False) -> PreTrainedModel: ...
+                        expert_cache: Union[int, str] = "auto", guess_experts: bool = False,
+                        micro_batches: int = 0) -> PreTrainedModel: ...
     @staticmethod
     def from_config(config: Union[PathLike, Mapping[str, Any]], dtype: Optional[DType] = None) -> PreTrainedModel: ...
 
@@ -144,7 +145,8 @@ class AutoModelForSeq2SeqLM:
                         prefetch: int | Literal["auto"] = "auto", offload_io: Literal["auto", "direct", "mmap"] = "auto",
                         quantize: Optional[str] = None, torch_dtype: Optional[DType] = None,
                         plan_by_expert: bool = True,
-                        expert_cache: Union[int, str] = "auto", guess_experts: bool = False) -> PreTrainedModel: ...
+                        expert_cache: Union[int, str] = "auto", guess_experts: bool = False,
+                        micro_batches: int = 0) -> PreTrainedModel: ...
     @staticmethod
     def from_config(config: Union[PathLike, Mapping[str, Any]], dtype: Optional[DType] = None) -> PreTrainedModel: ...
 

@@ -31,6 +31,7 @@ struct LoadArgs {
   bool plan_by_expert = true;
   nb::object expert_cache;  // "auto", a size ("2GiB") or bytes (0: none)
   bool guess_experts = false;
+  int micro_batches = 0;  // a pipeline over ranks: micro-batches per forward over several sequences (0: one per rank)
 };
 
 // expert_cache: "auto" / None (nullopt: the plan's free cpu budget), a size string or a number of bytes >= 0.
@@ -81,6 +82,7 @@ Model load(const fs::path& path, bool seq2seq, const LoadArgs& a) {
   o.expert_cache_bytes = expert_cache_arg(a.expert_cache);
   o.expert_cache = std::make_shared<ExpertCache>();
   o.guess_experts = a.guess_experts;
+  o.pipeline_micro_batches = a.micro_batches;
 
   Model out;
   out.expert_cache = o.expert_cache;
@@ -183,6 +185,8 @@ constexpr const char* kFromPretrainedDoc =
     "(default: what the plan leaves of the cpu budget), a size (\"2GiB\") or 0 (none).\n"
     "guess_experts: mixtures of experts with experts on disk: read the experts the next layer's router picks for "
     "this layer's input a layer ahead (default False: only routed experts; the guesses are counted either way).\n"
+    "micro_batches: a pipeline over MPI ranks (device_map naming \"rank1:cpu\", ...): a forward over several "
+    "sequences is split into this many micro-batches in flight (default 0: one per rank).\n"
     "Raises ferry.NotFoundError, ferry.OutOfMemoryError (budget too small) or ferry.InvalidValueError.";
 
 template <bool Seq2Seq>
@@ -194,16 +198,17 @@ void bind_auto_class(nb::module_& m, const char* name, const char* doc) {
           [](nb::handle path, nb::object device_map, nb::object max_memory, nb::object offload_folder, nb::object dtype,
              std::optional<std::vector<std::string>> no_split, nb::object prefetch, std::string offload_io,
              nb::object quantize, nb::object torch_dtype, bool plan_by_expert, nb::object expert_cache,
-             bool guess_experts) {
+             bool guess_experts, int micro_batches) {
             LoadArgs a{device_map,     max_memory,          offload_folder, dtype.is_none() ? torch_dtype : dtype,
                        quantize,       std::move(no_split), prefetch,       std::move(offload_io),
-                       plan_by_expert, expert_cache,        guess_experts};
+                       plan_by_expert, expert_cache,        guess_experts,  micro_batches};
             return load(path_arg(path), Seq2Seq, a);
           },
           "pretrained_model_name_or_path"_a, "device_map"_a = nb::none(), "max_memory"_a = nb::none(),
           "offload_folder"_a = nb::none(), "dtype"_a = nb::none(), "no_split_module_classes"_a = nb::none(),
           "prefetch"_a = "auto", "offload_io"_a = "auto", "quantize"_a = nb::none(), "torch_dtype"_a = nb::none(),
-          "plan_by_expert"_a = true, "expert_cache"_a = "auto", "guess_experts"_a = false, kFromPretrainedDoc)
+          "plan_by_expert"_a = true, "expert_cache"_a = "auto", "guess_experts"_a = false, "micro_batches"_a = 0,
+          kFromPretrainedDoc)
       .def_static(
           "from_config", [](nb::handle config, nb::handle dtype) { return from_config(config, dtype, Seq2Seq); },
           "config"_a, "dtype"_a = nb::none(),

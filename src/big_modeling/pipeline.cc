@@ -16,8 +16,32 @@
 namespace ferry {
 namespace {
 
-constexpr int kActivationTag = 7001;
+// Activations of micro-batch `slot` travel under kActivationTag + slot (the sequence commands use 7002).
+constexpr int kActivationTag = 7100;
 std::atomic<std::size_t> g_bytes_sent{0}, g_bytes_received{0};
+std::atomic<int64_t> g_wait_ns{0};
+
+thread_local int t_slot = 0;
+thread_local PipelineTurns* t_turns = nullptr;
+
+int activation_tag() { return kActivationTag + t_slot; }
+
+// Runs `wait` (a blocking exchange with another rank) outside this thread's turn, if it holds one, and counts the
+// time it blocked.
+template <class Wait>
+auto outside_turn(Wait&& wait) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Requeue {
+    PipelineTurns* turns;
+    std::chrono::steady_clock::time_point t0;
+    ~Requeue() {
+      g_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      if (turns != nullptr) turns->wait(turns->take());
+    }
+  } requeue{t_turns, t0};
+  if (t_turns != nullptr) t_turns->release();
+  return wait();
+}
 
 Tensor received(Tensor t) {
   g_bytes_received += t.nbytes();
@@ -63,7 +87,7 @@ class StageHook final : public nn::ModelHook {
     const int me = group_->rank();
     if (rank_ == me) return std::nullopt;
     if (first_ && me == 0) send(first_tensor(args, name_), rank_);  // the blocks' input, from the embeddings
-    if (to_ == me) return nn::Value(received(group_->recv_tensor(rank_, kActivationTag)));  // what runs next runs here
+    if (to_ == me) return nn::Value(receive(rank_));                // what runs next runs here
     return nn::Value(stand_in(module, first_tensor(args, name_)));
   }
 
@@ -71,7 +95,7 @@ class StageHook final : public nn::ModelHook {
     (void)module;
     if (first_ && rank_ != 0) {
       if (args.size() == 0) throw Error("a pipeline stage needs its input as its first argument", name_);
-      args[0] = nn::Value(received(group_->recv_tensor(0, kActivationTag)));
+      args[0] = nn::Value(receive(0));
     }
     return args;
   }
@@ -91,10 +115,16 @@ class StageHook final : public nn::ModelHook {
   }
 
  private:
+  // Without waiting for `to` to take it (a copy of its own travels): this rank goes on with its next micro-batch, and
+  // posts the receive of this one's result at once.
   void send(const Tensor& t, int to) {
-    const Tensor host = t.device().is_host_addressable() ? t : t.to(Device::cpu());
-    group_->send_tensor(host, to, kActivationTag);
+    const Tensor host = t.device().is_host_addressable() ? t.clone() : t.to(Device::cpu());
+    group_->send_tensor_async(host, to, activation_tag());
     g_bytes_sent += host.nbytes();
+  }
+
+  Tensor receive(int from) {
+    return received(outside_turn([&] { return group_->recv_tensor(from, activation_tag()); }));
   }
 
   std::string name_;
@@ -254,6 +284,46 @@ DeviceMap infer_device_map_over_ranks(const nn::Module& model, const std::string
   return out;
 }
 
-PipelineTraffic pipeline_traffic() noexcept { return {g_bytes_sent.load(), g_bytes_received.load()}; }
+PipelineTraffic pipeline_traffic() noexcept {
+  return {g_bytes_sent.load(), g_bytes_received.load(), static_cast<double>(g_wait_ns.load()) * 1e-9};
+}
+
+int64_t PipelineTurns::take() {
+  std::lock_guard lock(mutex_);
+  return next_++;
+}
+
+void PipelineTurns::wait(int64_t ticket) {
+  std::unique_lock lock(mutex_);
+  served_.wait(lock, [&] { return serving_ == ticket; });
+  since_ = std::chrono::steady_clock::now();
+}
+
+void PipelineTurns::release() {
+  {
+    std::lock_guard lock(mutex_);
+    busy_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count();
+    ++serving_;
+  }
+  served_.notify_all();
+}
+
+double PipelineTurns::busy_seconds() const {
+  std::lock_guard lock(mutex_);
+  return busy_;
+}
+
+MicroBatchScope::MicroBatchScope(int slot, PipelineTurns* turns) : previous_slot_(t_slot), previous_turns_(t_turns) {
+  if (slot < 0 || slot >= kMaxMicroBatches)
+    throw Error("micro-batch " + std::to_string(slot) + " is outside 0.." + std::to_string(kMaxMicroBatches - 1),
+                "pipeline", "every rank must run the same ferry version");
+  t_slot = slot;
+  t_turns = turns;
+}
+
+MicroBatchScope::~MicroBatchScope() {
+  t_slot = previous_slot_;
+  t_turns = previous_turns_;
+}
 
 }  // namespace ferry

@@ -219,7 +219,8 @@ OffloadIo load_pipeline_part(LanguageModel& model, const std::filesystem::path& 
   dispatch_model(model, share.local, dispatch);
   attach_pipeline_hooks(model, map, blocks, group);
   model.set_pipeline_group(group);
-  if (group->rank() == 0) model.set_pipeline_leader(std::make_shared<PipelineLeader>(group));
+  if (group->rank() == 0)
+    model.set_pipeline_leader(std::make_shared<PipelineLeader>(group, options.pipeline_micro_batches));
   model.set_hf_device_map(map);
   return io.io;
 }

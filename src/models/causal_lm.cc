@@ -74,15 +74,21 @@ SequenceStart CausalLM::start_sequence(std::span<const int64_t> prompt_ids, DTyp
 }
 
 Tensor CausalLM::forward_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) {
-  if (pipeline_leader()) {
-    std::vector<int64_t> ids, tokens;
+  if (pipeline_leader()) {  // rank 0 of a pipeline: micro-batches, each sent to the other ranks and run here
+    std::vector<int64_t> ids;
     for (const StepRow& row : rows) {
       auto* s = dynamic_cast<CausalState*>(row.state.get());
       ids.push_back(s != nullptr ? s->id : -1);
-      tokens.push_back(row.tokens);
     }
-    pipeline_leader()->forward(input_ids, ids, tokens, logits_to_keep);
+    return pipeline_leader()->forward(input_ids, rows, ids, logits_to_keep,
+                                      [this](const Tensor& part, std::span<const StepRow> part_rows, int64_t keep) {
+                                        return local_step(part, part_rows, keep);
+                                      });
   }
+  return local_step(input_ids, rows, logits_to_keep);
+}
+
+Tensor CausalLM::local_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) {
   if (rows.size() == 1) return logits(input_ids, cache_of(rows[0]), logits_to_keep);
   std::vector<KvCacheBatch::Sequence> sequences;
   sequences.reserve(rows.size());

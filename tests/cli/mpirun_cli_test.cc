@@ -140,6 +140,32 @@ TEST_F(MpirunCli, TheSameTokensAsOneProcess) {
   }
 }
 
+// A batch (generate -i) under mpirun in micro-batches: the same texts as one process, and the end-of-run line says
+// how many micro-batches were in flight and the bubble.
+TEST_F(MpirunCli, BatchesInMicroBatchesGiveTheSameTexts) {
+  const fs::path prompts = dir_ / "prompts.jsonl";
+  {
+    std::ofstream p(prompts);
+    for (int i = 0; i < 5; ++i)
+      p << "{\"prompt_ids\": [" << 5 + i << ", 9, 33, 9, 5], \"max_new_tokens\": " << 6 + 2 * i << "}\n";
+  }
+  const std::string args = " generate -m " + model_.string() + " -i " + prompts.string() + " --batch 5";
+  const Outcome one = run(ferry() + args);
+  ASSERT_EQ(one.code, 0) << one.err;
+  for (int micro : {2, 5}) {
+    const Outcome r = run(kMpirun + " -np 2 " + ferry() + args + " -t 1 --device-map " + map_file(2, false).string() +
+                          " --micro-batches " + std::to_string(micro));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_EQ(r.out, one.out) << "micro-batches " << micro;
+    EXPECT_NE(r.err.find("pipeline: 2 ranks, up to " + std::to_string(micro) + " micro-batches per forward, bubble "),
+              std::string::npos)
+        << r.err;
+  }
+  const Outcome bad = run(ferry() + args + " --micro-batches 65");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--micro-batches"), std::string::npos) << bad.err;
+}
+
 // `ferry serve` under mpirun: rank 0 serves through the whole pipeline (the other rank follows), the completion is
 // the one-process generation's text, and a SIGTERM to rank 0 stops every rank cleanly.
 TEST_F(MpirunCli, ServeAnswersThroughThePipeline) {
@@ -167,6 +193,45 @@ TEST_F(MpirunCli, ServeAnswersThroughThePipeline) {
   const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
   const auto got = nlohmann::json::parse(line);
   EXPECT_EQ(got["choices"][0]["text"], want) << line;
+}
+
+// Ranks in two network namespaces joined by a veth pair (iproute2): the activations cross a real TCP path (Open
+// MPI's tcp transport only, no shared memory), and the tokens are one process's. mpirun runs in the first namespace
+// with rank 0; rank 1 is started in the second and reaches mpirun's PMIx server over the veth too. Skipped where
+// namespaces cannot be made (not root, no CAP_NET_ADMIN, no iproute2).
+TEST_F(MpirunCli, RanksInSeparateNetworkNamespacesTalkOverTcp) {
+  const std::string tag = std::to_string(std::random_device{}() % 100000);
+  const std::string a = "ferry-a" + tag, b = "ferry-b" + tag, va = "fa" + tag, vb = "fb" + tag;
+  const std::string net = "10.77." + std::to_string(std::stoi(tag) % 250) + ".";
+  struct Namespaces {
+    std::string a, b;
+    ~Namespaces() {
+      (void)std::system(("ip netns del " + a + " 2>/dev/null; ip netns del " + b + " 2>/dev/null").c_str());
+    }
+  } cleanup{a, b};
+  const std::string setup = "set -e; ip netns add " + a + "; ip netns add " + b + "; ip link add " + va +
+                            " type veth peer name " + vb + "; ip link set " + va + " netns " + a + "; ip link set " +
+                            vb + " netns " + b + "; ip -n " + a + " addr add " + net + "1/24 dev " + va + "; ip -n " +
+                            b + " addr add " + net + "2/24 dev " + vb + "; for n in " + a + " " + b +
+                            "; do ip -n $n link set lo up; done; ip -n " + a + " link set " + va + " up; ip -n " + b +
+                            " link set " + vb + " up; ip netns exec " + b + " cat /sys/class/net/" + vb +
+                            "/statistics/rx_bytes";
+  if (run(setup).code != 0) GTEST_SKIP() << "cannot make network namespaces here (needs root and iproute2)";
+  const Outcome one = run(ferry() + generate_args());
+  ASSERT_EQ(one.code, 0) << one.err;
+  const std::string rx = "ip netns exec " + b + " cat /sys/class/net/" + vb + "/statistics/rx_bytes";
+  const Outcome before = run(rx);
+  const std::string args = generate_args() + " --device-map " + map_file(2, false).string();
+  const Outcome r = run("ip netns exec " + a + " env PMIX_MCA_ptl_tcp_if_include=" + net + "0/24 " + kMpirun +
+                        " --mca btl tcp,self --mca btl_tcp_if_include " + net + "0/24 --mca oob_tcp_if_include " + net +
+                        "0/24 -np 1 " + ferry() + args + " : -np 1 ip netns exec " + b + " " + ferry() + args);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto got = nlohmann::json::parse(r.out);
+  EXPECT_EQ(got["generated_ids"], nlohmann::json::parse(one.out)["generated_ids"]);
+  // Rank 1's end of the veth received at least the activations rank 0 sent it.
+  const Outcome after = run(rx);
+  const long long received = std::stoll(after.out) - std::stoll(before.out);
+  EXPECT_GE(received, got["pipeline"]["rank0_bytes_sent"].get<long long>()) << "rx before " << before.out;
 }
 
 TEST_F(MpirunCli, AMapNamingMoreRanksThanTheJobHasIsAnError) {

@@ -126,6 +126,77 @@ TEST(PipelineMpi, EveryFamilyGivesTheOneProcessLogitsAndIds) {
   if (w->rank() == 0) fs::remove_all(fs::temp_directory_path() / ("ferry-mpi-" + std::to_string(::getpid())));
 }
 
+// A forward over several sequences in micro-batches (1, 2, 3 and more than the rows): the logits of every row, and a
+// batch's greedy ids, equal one process's; rank 0 learns each rank's busy time.
+TEST(PipelineMpi, MicroBatchesGiveTheSameLogitsAndIds) {
+  auto w = world();
+  int n = 0;
+  for (const auto& [family, config] :
+       {std::pair{"llama", test::tiny_llama_config()}, std::pair{"gpt2", test::tiny_gpt2_config()}}) {
+    SCOPED_TRACE(family);
+    const fs::path folder = shared_folder(std::string("micro-") + family, config);
+    auto skeleton = std::dynamic_pointer_cast<models::CausalLM>(models::load_language_model(folder));
+    ASSERT_TRUE(skeleton);
+    for (int micro : {1, 2, 3, 8}) {
+      SCOPED_TRACE(micro);
+      models::FromPretrainedOptions o;
+      o.device_map = ranked_map(*skeleton, w->size(), /*rank1_disk=*/(n++ % 2) == 1);
+      o.process_group = w;
+      o.pipeline_micro_batches = micro;
+      std::shared_ptr<models::LanguageModel> model = models::load_language_model(folder, o);
+      if (w->rank() != 0) {
+        models::follow_pipeline(*model);
+        continue;
+      }
+      // Five sequences of several lengths in one forward (a prefill each), then one token each.
+      const std::vector<std::vector<int64_t>> prompts = {
+          {5, 17, 3}, {42, 8}, {61, 5, 17, 3, 9, 11}, {7}, {13, 14, 15, 16}};
+      auto run = [&](models::LanguageModel& m) {
+        std::vector<models::StepRow> rows;
+        std::vector<int64_t> ids;
+        for (const auto& p : prompts) {
+          rows.push_back({m.start_sequence(p, DType::F32).state, static_cast<int64_t>(p.size())});
+          ids.insert(ids.end(), p.begin(), p.end());
+        }
+        std::vector<float> all =
+            m.forward_step(Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())}), rows, 2).to_vector<float>();
+        for (auto& r : rows) r.tokens = 1;
+        const std::vector<int64_t> next = {1, 2, 3, 4, 5};
+        const auto again = m.forward_step(Tensor::from_vector(next, {5}), rows, 1).to_vector<float>();
+        all.insert(all.end(), again.begin(), again.end());
+        return all;
+      };
+      const std::vector<float> want = run(*skeleton), got = run(*model);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f * (1 + std::abs(want[i]))) << i;
+      auto batch = [&](models::LanguageModel& m) {
+        text::BatchGenerator gen(m, nullptr, {.max_batch_size = 5});
+        text::GenerateOptions g;
+        g.stop.max_new_tokens = 7;
+        for (std::size_t i = 0; i < prompts.size(); ++i)
+          gen.add(std::vector<text::TokenId>(prompts[i].begin(), prompts[i].end()), g);
+        std::vector<std::vector<text::TokenId>> out(prompts.size());
+        for (auto& r : gen.run()) out[static_cast<std::size_t>(r.id)] = r.result.generated_ids;
+        return out;
+      };
+      EXPECT_EQ(batch(*model), batch(*skeleton));
+      const models::PipelineTimes t = model->pipeline_leader()->times();
+      EXPECT_EQ(t.ranks, w->size());
+      EXPECT_EQ(t.micro_batches, std::min(micro, 5));
+      ASSERT_EQ(t.busy_seconds.size(), static_cast<std::size_t>(w->size()));
+      for (double b : t.busy_seconds) {
+        EXPECT_GT(b, 0);
+        EXPECT_LE(b, t.forward_seconds * 1.05 + 0.01);
+      }
+      EXPECT_GE(t.bubble(), 0);
+      EXPECT_LT(t.bubble(), 1);
+      models::end_pipeline(*model);
+    }
+  }
+  w->barrier();
+  if (w->rank() == 0) fs::remove_all(fs::temp_directory_path() / ("ferry-mpi-" + std::to_string(::getpid())));
+}
+
 TEST(PipelineMpi, OnlyWholeBlocksGoToOtherRanks) {
   auto w = world();
   const fs::path folder = shared_folder("refused", test::tiny_qwen2_config());  // tied embeddings

@@ -10,22 +10,27 @@ import sys
 
 import pytest
 
+PROMPTS = ["The capital of France", "Once upon a time there", "1, 2, 3,"]
+
 SCRIPT = r'''
 import json, sys
 import ferry
+PROMPTS = %r
 
 folder = sys.argv[1]
 device_map = {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.layers.0": "cpu",
               "model.layers.1": "rank1:cpu", "model.layers.2": "rank1:cpu", "model.norm": "cpu", "lm_head": "cpu"}
-model = ferry.AutoModelForCausalLM.from_pretrained(folder, device_map=device_map)
+model = ferry.AutoModelForCausalLM.from_pretrained(folder, device_map=device_map, micro_batches=2)
 if ferry.get_rank() != 0:
     model.follow_pipeline()
     sys.exit(0)
 tok = ferry.AutoTokenizer.from_pretrained(folder)
 out = model.generate(tok("The capital of France")["input_ids"], max_new_tokens=12, return_dict=True)
+# Three prompts as one batch, its forwards in two micro-batches.
+batch = model.generate([tok(p)["input_ids"] for p in PROMPTS], max_new_tokens=8, return_dict=True)
 model.end_pipeline()
 print(json.dumps({"rank": ferry.get_rank(), "size": ferry.get_world_size(), "ids": out.generated_ids,
-                  "map": model.hf_device_map}))
+                  "batch": batch.sequences.tolist(), "map": model.hf_device_map}))
 '''
 
 
@@ -37,7 +42,7 @@ def test_generate_over_two_ranks_equals_one_process(folders, llama, tmp_path):
         pytest.skip("mpirun is not installed")
     assert ferry.get_rank() == 0 and ferry.get_world_size() == 1  # not under mpirun
     script = tmp_path / "pipeline.py"
-    script.write_text(SCRIPT)
+    script.write_text(SCRIPT % (PROMPTS,))
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl_vader_single_copy_mechanism="none", FERRY_PG_TIMEOUT="60")
     run = subprocess.run([mpirun, "--oversubscribe", "-np", "2", sys.executable, str(script), folders["llama"]],
@@ -53,3 +58,5 @@ def test_generate_over_two_ranks_equals_one_process(folders, llama, tmp_path):
     tok = ferry.AutoTokenizer.from_pretrained(folders["llama"])
     want = llama.generate(tok("The capital of France")["input_ids"], max_new_tokens=12, return_dict=True)
     assert got["ids"] == want.generated_ids
+    batch = llama.generate([tok(p)["input_ids"] for p in PROMPTS], max_new_tokens=8, return_dict=True)
+    assert got["batch"] == batch.sequences.tolist()

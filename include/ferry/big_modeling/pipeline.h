@@ -19,7 +19,11 @@
 // Entries without parameters (rotary tables, buffers) run on every rank.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -68,10 +72,53 @@ void attach_pipeline_hooks(nn::Module& model, const DeviceMap& map, std::span<co
 DeviceMap infer_device_map_over_ranks(const nn::Module& model, const std::string& layers_prefix,
                                       const MaxMemory& budgets, bool balanced, std::optional<DType> dtype);
 
-/// Bytes of activations this process sent to and received from other ranks through the pipeline hooks so far.
+/// Bytes of activations this process sent to and received from other ranks through the pipeline hooks so far, and
+/// the seconds its threads spent blocked on them (a receive whose activations had not come, a send the other rank
+/// had not taken yet).
 struct PipelineTraffic {
   std::size_t bytes_sent = 0, bytes_received = 0;
+  double wait_seconds = 0;
 };
 PipelineTraffic pipeline_traffic() noexcept;
+
+/// The most micro-batches of one forward (each has its own message tag).
+inline constexpr int kMaxMicroBatches = 64;
+
+/// The micro-batches of one forward on rank 0 take turns: the model runs one of them at a time (its modules are not
+/// reentrant), and one that waits for another rank's activations hands its turn to the next, so that rank 0 computes
+/// micro-batch m + 1 while the other ranks compute m — GPipe's schedule within a step. Turns are served in the order
+/// they were taken (a ticket queue); the time they were held is the rank's busy time.
+class PipelineTurns {
+ public:
+  /// A place in the queue; wait(ticket) returns when it is served.
+  int64_t take();
+  void wait(int64_t ticket);
+  /// Ends the turn being served; the next ticket is served.
+  void release();
+  /// Seconds turns were held, in all.
+  double busy_seconds() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable served_;
+  int64_t next_ = 0, serving_ = 0;
+  std::chrono::steady_clock::time_point since_{};
+  double busy_ = 0;
+};
+
+/// While alive on a thread: the pipeline hooks send and receive this thread's activations under micro-batch
+/// `slot`'s tag (0 .. kMaxMicroBatches-1; a follower sets the slot rank 0 named), and — when `turns` is given and this
+/// thread holds a turn of it — every wait for another rank gives the turn up and queues for it again afterwards.
+class MicroBatchScope {
+ public:
+  MicroBatchScope(int slot, PipelineTurns* turns);
+  ~MicroBatchScope();
+  MicroBatchScope(const MicroBatchScope&) = delete;
+  MicroBatchScope& operator=(const MicroBatchScope&) = delete;
+
+ private:
+  int previous_slot_;
+  PipelineTurns* previous_turns_;
+};
 
 }  // namespace ferry

@@ -41,6 +41,9 @@ struct FromPretrainedOptions {
   /// world_process_group()). Each rank loads only its entries; rank 0 leads the pipeline (models/pipeline.h), the
   /// others call follow_pipeline.
   std::shared_ptr<ProcessGroup> process_group;
+  /// Rank 0 of a pipeline: how many micro-batches a forward over several sequences (batched generation, ferry serve)
+  /// is split into, so that the ranks compute at the same time (0: one per rank). PipelineLeader
+  int pipeline_micro_batches = 0;
   /// Budget per device for the modes; nullopt = what the devices have free.
   std::optional<MaxMemory> max_memory;
   /// The dtype float weights are loaded as; nullopt = config.json's dtype/torch_dtype, else f32. For a GGUF file,

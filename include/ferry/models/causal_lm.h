@@ -63,13 +63,16 @@ class CausalLM : public LanguageModel {
 
   SequenceStart start_sequence(std::span<const int64_t> prompt_ids, DType kv_dtype,
                                int64_t reserve_tokens = 0) override;
-  /// One row: the single-cache forward (logits(ids, cache)); several: a KvCacheBatch.
+  /// One row: the single-cache forward (logits(ids, cache)); several: a KvCacheBatch. On rank 0 of a pipeline, in
+  /// micro-batches (PipelineLeader::forward).
   Tensor forward_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep) override;
 
  protected:
   explicit CausalLM(CausalLMInfo info);
 
  private:
+  Tensor local_step(const Tensor& input_ids, std::span<const StepRow> rows, int64_t logits_to_keep);
+
   CausalLMInfo info_;
 };
 
