@@ -63,7 +63,8 @@ class ScriptedGroup final : public ProcessGroup {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace p = ferry::models::pipeline_protocol;
-  ScriptedGroup group(data, size);
+  ScriptedGroup scripted(data, size);
+  ProcessGroup& group = scripted;
   try {
     for (int i = 0; i < 64; ++i) {
       p::Command cmd{};
