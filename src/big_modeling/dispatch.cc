@@ -19,7 +19,7 @@
 namespace ferry {
 namespace {
 
-// The experts on disk, behind one LRU cache (DispatchOptions::expert_cache).
+// The experts on disk, behind one LRU cache (DispatchOptions::expert_cache) in groups of a layer's experts.
 std::shared_ptr<const io::WeightsMap> cache_disk_experts(const nn::Module& model, const DeviceMap& device_map,
                                                          std::shared_ptr<const io::WeightsMap> inner,
                                                          ExpertCache& cache) {
@@ -27,19 +27,23 @@ std::shared_ptr<const io::WeightsMap> cache_disk_experts(const nn::Module& model
   for (const std::string& expert : expert_module_names(model, cache.classes))
     if (const auto d = device_map.device_for(expert); d && d->is_disk()) on_disk->insert(expert);
   if (on_disk->empty()) return inner;
-  cache.map = std::make_shared<io::CachedWeightsMap>(std::move(inner), cache.capacity_bytes,
-                                                     [on_disk](const std::string& key) {
-                                                       // "<expert>.w1.weight": an expert's tensor is at most a few
-                                                       // components below it
-                                                       std::string prefix = key;
-                                                       for (int up = 0; up < 3; ++up) {
-                                                         const std::size_t dot = prefix.rfind('.');
-                                                         if (dot == std::string::npos) return false;
-                                                         prefix.resize(dot);
-                                                         if (on_disk->count(prefix)) return true;
-                                                       }
-                                                       return false;
-                                                     });
+  // "<layer>.experts.K.w1.weight" -> "<layer>.experts.K": an expert's tensor is at most a few components below it.
+  auto expert_of = [on_disk](const std::string& key) {
+    std::string prefix = key;
+    for (int up = 0; up < 3; ++up) {
+      const std::size_t dot = prefix.rfind('.');
+      if (dot == std::string::npos) break;
+      prefix.resize(dot);
+      if (on_disk->count(prefix)) return prefix;
+    }
+    return std::string();
+  };
+  cache.map = std::make_shared<io::CachedWeightsMap>(
+      std::move(inner), cache.capacity_bytes, [expert_of](const std::string& key) { return !expert_of(key).empty(); },
+      [expert_of](const std::string& key) {  // the layer's list of experts
+        const std::string expert = expert_of(key);
+        return expert.substr(0, expert.rfind('.'));
+      });
   return cache.map;
 }
 

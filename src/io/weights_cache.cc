@@ -6,8 +6,12 @@
 namespace ferry::io {
 
 CachedWeightsMap::CachedWeightsMap(std::shared_ptr<const WeightsMap> inner, std::size_t capacity_bytes,
-                                   std::function<bool(const std::string&)> cacheable)
-    : inner_(std::move(inner)), capacity_(capacity_bytes), cacheable_(std::move(cacheable)) {
+                                   std::function<bool(const std::string&)> cacheable,
+                                   std::function<std::string(const std::string&)> group)
+    : inner_(std::move(inner)),
+      capacity_(capacity_bytes),
+      cacheable_(std::move(cacheable)),
+      group_of_(std::move(group)) {
   if (!inner_) throw Error("CachedWeightsMap needs a weights map", "CachedWeightsMap");
   stats_.capacity = capacity_;
 }
@@ -18,7 +22,7 @@ Tensor CachedWeightsMap::get(const std::string& key) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it != entries_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      touch(it->second);
       ++stats_.hits;
       return it->second.tensor;
     }
@@ -29,23 +33,41 @@ Tensor CachedWeightsMap::get(const std::string& key) const {
   stats_.bytes_missed += read.nbytes();
   if (read.nbytes() > capacity_ || entries_.count(key)) return read;  // too big to keep / kept by another thread
   Tensor own = read.clone();  // the staging buffer (or mapped view) is released with `read`
-  while (stats_.bytes + own.nbytes() > capacity_ && !lru_.empty()) {
-    auto victim = entries_.find(lru_.back());
-    stats_.bytes -= victim->second.tensor.nbytes();
-    entries_.erase(victim);
-    lru_.pop_back();
-    ++stats_.evictions;
+  Group& group = groups_[group_of_ ? group_of_(key) : std::string()];
+  while (stats_.bytes + own.nbytes() > capacity_ && evict_one(group)) {
   }
-  lru_.push_front(key);
-  entries_.emplace(key, Entry{own, lru_.begin()});
+  group.lru.push_front(key);
+  group.bytes += own.nbytes();
+  entries_.emplace(key, Entry{own, &group, group.lru.begin()});
   stats_.bytes += own.nbytes();
   return own;
+}
+
+bool CachedWeightsMap::evict_one(const Group& incoming) const {
+  // The group holding the most bytes gives one up, the incoming one on a tie: at a full cache every group keeps about
+  // its share, and a group at its share replaces its own least recently used.
+  Group* from = nullptr;
+  for (auto& [name, g] : groups_)
+    if (!g.lru.empty() && (from == nullptr || g.bytes > from->bytes || (g.bytes == from->bytes && &g == &incoming)))
+      from = &g;
+  if (from == nullptr) return false;
+  auto victim = entries_.find(from->lru.back());
+  const std::size_t n = victim->second.tensor.nbytes();
+  stats_.bytes -= n;
+  from->bytes -= n;
+  from->lru.pop_back();
+  entries_.erase(victim);
+  ++stats_.evictions;
+  return true;
 }
 
 bool CachedWeightsMap::prefetch(const std::string& key) const noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (entries_.count(key)) return false;
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      touch(it->second);
+      return false;
+    }
   }
   return inner_->prefetch(key);
 }

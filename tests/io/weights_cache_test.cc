@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -119,6 +120,79 @@ TEST(CachedWeightsMap, ConcurrentReadersSeeTheRightBytes) {
   const WeightsCacheStats s = cache.stats();
   EXPECT_EQ(s.hits + s.misses, 2000u);
   EXPECT_LE(s.bytes, 128u);
+}
+
+// Three layers of four 64-byte experts; each token routes two per layer, in index order: experts 0 and 1 at even
+// tokens, 1 and 2 at odd ones (expert 1 repeats from token to token).
+std::shared_ptr<CountingMap> three_layers() {
+  StateDict sd;
+  for (int l = 0; l < 3; ++l)
+    for (int e = 0; e < 4; ++e)
+      sd.insert("layers." + std::to_string(l) + ".experts." + std::to_string(e) + ".w",
+                Tensor::full({16}, 10 * l + e, DType::F32));
+  return std::make_shared<CountingMap>(std::move(sd));
+}
+
+// As a sparse block reads them: a layer announces its routed experts (prefetch), then runs them in order.
+uint64_t hits_over_ten_tokens(CachedWeightsMap& cache) {
+  auto key = [](int l, int e) { return "layers." + std::to_string(l) + ".experts." + std::to_string(e) + ".w"; };
+  for (int token = 0; token < 10; ++token)
+    for (int l = 0; l < 3; ++l) {
+      const auto routed = token % 2 == 0 ? std::array{0, 1} : std::array{1, 2};
+      for (int e : routed) cache.prefetch(key(l, e));
+      for (int e : routed) EXPECT_EQ(cache.get(key(l, e)).data<float>()[0], static_cast<float>(10 * l + e));
+    }
+  return cache.stats().hits;
+}
+
+std::string layer_of(const std::string& key) { return key.substr(0, key.find(".experts.")); }
+
+TEST(CachedWeightsMap, GroupedByLayerAPartOfTheWorkingSetStillHitsWherePlainLruNeverDoes) {
+  const auto in_experts = [](const std::string& key) { return key.find(".experts.") != std::string::npos; };
+  // Room for 3 experts; a token reads 6. Plain LRU: each expert comes back after 5 others — always evicted by then.
+  CachedWeightsMap plain(three_layers(), 3 * 64, in_experts);
+  EXPECT_EQ(hits_over_ten_tokens(plain), 0u);
+  // In groups, each layer keeps its last expert: expert 1 after even tokens, hit at every odd one.
+  CachedWeightsMap grouped(three_layers(), 3 * 64, in_experts, layer_of);
+  EXPECT_EQ(hits_over_ten_tokens(grouped), 3u * 5u);
+  EXPECT_LE(grouped.stats().bytes, 3u * 64u);
+  // Room for everything a token reads: both keep what repeats (expert 1 of every layer after the first token).
+  CachedWeightsMap plain_big(three_layers(), 6 * 64, in_experts),
+      grouped_big(three_layers(), 6 * 64, in_experts, layer_of);
+  EXPECT_EQ(hits_over_ten_tokens(plain_big), 3u * 9u);
+  EXPECT_EQ(hits_over_ten_tokens(grouped_big), 3u * 9u);
+}
+
+TEST(CachedWeightsMap, AGroupBorrowsWhatTheOthersLeaveAndGivesItBackWhenTheyNeedIt) {
+  const auto in_experts = [](const std::string& key) { return key.find(".experts.") != std::string::npos; };
+  auto inner = three_layers();
+  CachedWeightsMap cache(inner, 4 * 64, in_experts, layer_of);
+  for (int e = 0; e < 4; ++e) cache.get("layers.0.experts." + std::to_string(e) + ".w");  // layer 0 alone: all 4
+  EXPECT_EQ(cache.stats().evictions, 0u);
+  cache.get("layers.1.experts.0.w");  // layer 1 comes: layer 0 (the largest) gives up its least recent, expert 0
+  cache.get("layers.1.experts.1.w");  // and then expert 1
+  EXPECT_EQ(cache.stats().evictions, 2u);
+  const int before = inner->gets;
+  cache.get("layers.0.experts.2.w");
+  cache.get("layers.0.experts.3.w");
+  cache.get("layers.1.experts.0.w");
+  EXPECT_EQ(inner->gets, before) << "each layer holds its two most recent";
+  cache.get("layers.0.experts.0.w");
+  EXPECT_EQ(inner->gets, before + 1);
+}
+
+TEST(CachedWeightsMap, APrefetchedKeyIsTheMostRecentlyUsed) {
+  auto inner = four_experts();
+  CachedWeightsMap cache(inner, 2 * 64, is_expert);
+  cache.get("experts.0.w");
+  cache.get("experts.1.w");                     // 0 is the least recent
+  EXPECT_FALSE(cache.prefetch("experts.0.w"));  // about to run: now the most recent
+  cache.get("experts.2.w");                     // evicts 1, not 0
+  const int before = inner->gets;
+  cache.get("experts.0.w");
+  EXPECT_EQ(inner->gets, before);
+  cache.get("experts.1.w");
+  EXPECT_EQ(inner->gets, before + 1);
 }
 
 TEST(CachedWeightsMap, NeedsAnInnerMap) {

@@ -7,8 +7,16 @@
 // LRU rather than frequency: published measurements on Qwen3-30B-A3B (about 45 % of a layer's expert choices repeat at
 // the next token, 80 % within 8 tokens) found plain LRU ahead of frequency pinning at every cache size.
 //
-//   auto cache = std::make_shared<CachedWeightsMap>(disk_map, 2LL << 30, [](const std::string& key) {
-//     return key.find(".experts.") != std::string::npos; });
+// LRU in groups (one per layer): a plain LRU cache smaller than what one token reads over all layers never hits —
+// the layers take turns, and each evicts the experts the layers before it read before the next token comes back to
+// them. With a `group` function, a full cache evicts from the group that holds the most bytes (ties: the group of the
+// tensor coming in), least recently used first. Every group then keeps about capacity / groups, and below one
+// token's working set a layer still holds its own most recent experts, which hit when routing repeats; above it, where
+// groups are read alike, the order is plain LRU's. A group may borrow what the others leave unused.
+//
+//   auto cache = std::make_shared<CachedWeightsMap>(disk_map, 2LL << 30,
+//       [](const std::string& key) { return key.find(".experts.") != std::string::npos; },
+//       [](const std::string& key) { return key.substr(0, key.find(".experts.")); });  // the layer
 #pragma once
 
 #include <cstdint>
@@ -34,30 +42,43 @@ struct WeightsCacheStats {
 class CachedWeightsMap : public WeightsMap {
  public:
   /// `cacheable(key)`: whether a key is cached (others pass straight through). `capacity_bytes` 0: nothing is cached
-  /// (every cacheable get is a miss, counted).
+  /// (every cacheable get is a miss, counted). `group(key)` (optional): the group a cacheable key belongs to, whose
+  /// share of the capacity it competes for (above); none: one group, plain LRU.
   CachedWeightsMap(std::shared_ptr<const WeightsMap> inner, std::size_t capacity_bytes,
-                   std::function<bool(const std::string&)> cacheable);
+                   std::function<bool(const std::string&)> cacheable,
+                   std::function<std::string(const std::string&)> group = {});
 
   Tensor get(const std::string& key) const override;
   bool contains(const std::string& key) const override { return inner_->contains(key); }
   std::vector<std::string> keys() const override { return inner_->keys(); }
   std::size_t size() const override { return inner_->size(); }
-  /// A cached key needs no read (false); others are passed on.
+  /// A cached key needs no read (false) and becomes the most recently used — it is about to run, so the reads before
+  /// it do not evict it; others are passed on.
   bool prefetch(const std::string& key) const noexcept override;
 
   WeightsCacheStats stats() const;
   const std::shared_ptr<const WeightsMap>& inner() const noexcept { return inner_; }
 
  private:
+  struct Group {
+    std::list<std::string> lru;  // front: most recent
+    std::size_t bytes = 0;
+  };
   struct Entry {
     Tensor tensor;
-    std::list<std::string>::iterator lru;  // position in lru_ (front: most recent)
+    Group* group;
+    std::list<std::string>::iterator lru;  // position in group->lru
   };
+  void touch(Entry& e) const { e.group->lru.splice(e.group->lru.begin(), e.group->lru, e.lru); }
+  // Evicts one tensor to make room for one of `incoming`; false when nothing is held.
+  bool evict_one(const Group& incoming) const;
+
   std::shared_ptr<const WeightsMap> inner_;
   std::size_t capacity_;
   std::function<bool(const std::string&)> cacheable_;
+  std::function<std::string(const std::string&)> group_of_;
   mutable std::mutex mu_;
-  mutable std::list<std::string> lru_;
+  mutable std::unordered_map<std::string, Group> groups_;  // node-based: Entry::group stays valid
   mutable std::unordered_map<std::string, Entry> entries_;
   mutable WeightsCacheStats stats_;
 };
