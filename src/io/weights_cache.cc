@@ -32,9 +32,24 @@ Tensor CachedWeightsMap::get(const std::string& key) const {
   ++stats_.misses;
   stats_.bytes_missed += read.nbytes();
   if (read.nbytes() > capacity_ || entries_.count(key)) return read;  // too big to keep / kept by another thread
-  Tensor own = read.clone();  // the staging buffer (or mapped view) is released with `read`
+  // Room first; an evicted tensor of the same size that nobody else holds lends its bytes to the new one, so a miss
+  // copies into memory already touched instead of faulting in fresh pages (experts of a layer are all one size).
   Group& group = groups_[group_of_ ? group_of_(key) : std::string()];
-  while (stats_.bytes + own.nbytes() > capacity_ && evict_one(group)) {
+  Tensor reusable;
+  while (stats_.bytes + read.nbytes() > capacity_) {
+    Tensor victim = evict_one(group);
+    if (!victim.defined()) break;
+    if (!reusable.defined() && victim.storage().use_count() == 1 && victim.byte_offset() == 0 &&
+        victim.storage()->nbytes() == read.nbytes() && victim.device() == read.device())
+      reusable = std::move(victim);
+  }
+  Tensor own;  // the staging buffer (or mapped view) is released with `read`
+  if (reusable.defined()) {
+    own = Tensor::from_storage(reusable.storage(), 0, read.shape(), read.dtype());
+    own.copy_from(read);
+    ++stats_.reused;
+  } else {
+    own = read.clone();
   }
   group.lru.push_front(key);
   group.bytes += own.nbytes();
@@ -43,22 +58,22 @@ Tensor CachedWeightsMap::get(const std::string& key) const {
   return own;
 }
 
-bool CachedWeightsMap::evict_one(const Group& incoming) const {
+Tensor CachedWeightsMap::evict_one(const Group& incoming) const {
   // The group holding the most bytes gives one up, the incoming one on a tie: at a full cache every group keeps about
   // its share, and a group at its share replaces its own least recently used.
   Group* from = nullptr;
   for (auto& [name, g] : groups_)
     if (!g.lru.empty() && (from == nullptr || g.bytes > from->bytes || (g.bytes == from->bytes && &g == &incoming)))
       from = &g;
-  if (from == nullptr) return false;
+  if (from == nullptr) return {};
   auto victim = entries_.find(from->lru.back());
-  const std::size_t n = victim->second.tensor.nbytes();
-  stats_.bytes -= n;
-  from->bytes -= n;
+  Tensor t = std::move(victim->second.tensor);
+  stats_.bytes -= t.nbytes();
+  from->bytes -= t.nbytes();
   from->lru.pop_back();
   entries_.erase(victim);
   ++stats_.evictions;
-  return true;
+  return t;
 }
 
 bool CachedWeightsMap::prefetch(const std::string& key) const noexcept {

@@ -66,6 +66,21 @@ TEST(CachedWeightsMap, HitsServeFromRamAndTheLeastRecentlyUsedIsEvicted) {
   EXPECT_EQ(s.bytes, 128u);
   EXPECT_EQ(s.capacity, 128u);
   EXPECT_EQ(s.bytes_missed, 4u * 64u);
+  EXPECT_EQ(s.reused, 2u) << "each eviction's bytes took the next miss";
+  EXPECT_EQ(cache.get("experts.1.w").data<float>()[15], 2.0f) << "copied into expert 2's old bytes";
+}
+
+TEST(CachedWeightsMap, AnEvictedTensorSomeoneStillHoldsKeepsItsBytes) {
+  auto inner = four_experts();
+  CachedWeightsMap cache(inner, 64, is_expert);
+  const Tensor held = cache.get("experts.0.w");
+  cache.get("experts.1.w");  // evicts 0, which `held` still uses
+  EXPECT_EQ(cache.stats().reused, 0u);
+  EXPECT_EQ(held.data<float>()[0], 1.0f);
+  cache.get("experts.2.w");  // evicts 1, which nobody holds: its bytes are reused
+  EXPECT_EQ(cache.stats().reused, 1u);
+  EXPECT_EQ(held.data<float>()[0], 1.0f);
+  EXPECT_EQ(cache.get("experts.2.w").data<float>()[7], 3.0f);
 }
 
 TEST(CachedWeightsMap, OtherKeysPassThroughUncountedAndUncached) {

@@ -429,20 +429,22 @@ TEST(MoeOffload, AnExpertCacheThatEvictsEveryTokenKeepsTheLogitsAndALargeOneRead
   EXPECT_EQ(s.bytes, s.bytes_missed);
 }
 
-// --expert-cache's default: what the plan leaves of the cpu budget, at most the experts on disk.
+// --expert-cache's default: what the plan leaves of the cpu budget, at most the experts on disk, none below one expert
+// per layer.
 TEST(MoePlan, TheDefaultExpertCacheIsTheCpuBudgetLeftAtMostTheExpertsOnDisk) {
-  auto m = build(test::tiny_mixtral_config());
+  auto m = build(test::tiny_mixtral_config());  // 2 layers of 6 experts
   const DeviceMap map = experts_on_disk(*m);
   int64_t dense = 0, expert = 0;
   for (const auto& [name, t] : m->named_parameters()) (is_expert_name(name) ? expert : dense) += t.nbytes();
+  const int64_t one = expert / 12;
   PlanOptions o;
-  o.max_memory = MaxMemory::parse({{"cpu", std::to_string(dense + 1000)}, {"disk", "1000000000"}});
+  o.max_memory = MaxMemory::parse({{"cpu", std::to_string(dense + 3 * one + 10)}, {"disk", "1000000000"}});
   const std::vector<std::string> classes = {"MixtralBlockSparseTop2MLP"};
-  EXPECT_EQ(default_expert_cache_bytes(*m, map, o, classes), 1000);
-  o.reservations.push_back({Device::cpu(), 600, "staging pool"});
-  EXPECT_EQ(default_expert_cache_bytes(*m, map, o, classes), 400);
-  o.reservations.push_back({Device::cpu(), 600, "KV cache"});
-  EXPECT_EQ(default_expert_cache_bytes(*m, map, o, classes), 0);
+  EXPECT_EQ(default_expert_cache_bytes(*m, map, o, classes), 3 * one + 10);
+  o.reservations.push_back({Device::cpu(), one + 10, "staging pool"});
+  EXPECT_EQ(default_expert_cache_bytes(*m, map, o, classes), 2 * one) << "one expert per layer";
+  o.reservations.push_back({Device::cpu(), 1, "KV cache"});
+  EXPECT_EQ(default_expert_cache_bytes(*m, map, o, classes), 0) << "below one expert per layer: never a hit";
   o.max_memory = MaxMemory::parse({{"cpu", std::to_string(dense + 10 * expert)}, {"disk", "1000000000"}});
   EXPECT_EQ(default_expert_cache_bytes(*m, map, o, classes), expert) << "at most the experts on disk";
   EXPECT_EQ(default_expert_cache_bytes(*m, map, o, {}), 0) << "a dense model";
@@ -450,8 +452,8 @@ TEST(MoePlan, TheDefaultExpertCacheIsTheCpuBudgetLeftAtMostTheExpertsOnDisk) {
   EXPECT_EQ(default_expert_cache_bytes(*m, all_cpu, o, classes), 0) << "no expert on disk";
 }
 
-// auto's cache is reserved before experts are placed in RAM when it can hold a token's experts twice over: the
-// routed experts of recent tokens are then kept instead of a fixed few (docs/benchmarks.md, issue 32).
+// auto's cache is reserved before experts are placed in RAM, up to a token's experts twice over: the routed experts of
+// recent tokens are then kept instead of a fixed few (docs/benchmarks.md, issue 32).
 TEST(MoePlan, AutoReservesACacheOfTwiceATokensExpertsWhenTheExpertsDoNotFit) {
   auto m = build(test::tiny_mixtral_config());  // 2 layers of 6 experts, top 2
   const std::vector<std::string> classes = {"MixtralBlockSparseTop2MLP"};
@@ -469,8 +471,10 @@ TEST(MoePlan, AutoReservesACacheOfTwiceATokensExpertsWhenTheExpertsDoNotFit) {
   EXPECT_EQ(reservation(experts), 0) << "everything fits: nothing is read from disk";
   EXPECT_EQ(reservation(11 * one), 2 * working_set) << "twice a token's experts";
   EXPECT_EQ(reservation(5 * one), 5 * one / 4 * 3) << "three quarters of the room at most";
-  EXPECT_EQ(reservation(working_set - 1), 0) << "below a token's experts an LRU cache never hits";
-  EXPECT_EQ(reservation(11 * one, {{Device::cpu(), 8 * one, "KV cache"}}), 0) << "other reservations come first";
+  EXPECT_EQ(reservation(working_set - 1), (working_set - 1) / 4 * 3)
+      << "below a token's experts: still a share per layer";
+  EXPECT_EQ(reservation(2 * one - 1), 0) << "below one expert per layer the cache never hits";
+  EXPECT_EQ(reservation(11 * one, {{Device::cpu(), 10 * one, "KV cache"}}), 0) << "other reservations come first";
   PlanOptions gpu;
   gpu.max_memory = MaxMemory::parse({{"0", "1000000"}, {"cpu", std::to_string(dense + 11 * one)}});
   EXPECT_EQ(expert_cache_reservation(*m, gpu, classes, 2), 0) << "GPU budgets are not modelled";

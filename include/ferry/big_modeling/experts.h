@@ -41,13 +41,14 @@ int64_t unplanned_budget(const nn::Module& model, const DeviceMap& map, const Pl
 /// do not all fit beside the dense parts, twice one token's working set (experts_per_token × the largest expert × the
 /// layers with experts), at most three quarters of the room left (the staging pool comes next) — RAM as a cache of
 /// recently routed experts saves what resident experts would under uniform routing, and more when routing repeats
-/// (measured in docs/benchmarks.md). 0 when everything fits, when GPUs are in the budget, or when the room is below one
-/// token's working set (an LRU cache that small is evicted before any expert comes back; resident experts save more).
+/// (measured in docs/benchmarks.md). 0 when everything fits, when GPUs are in the budget, or when the room holds less
+/// than one expert per layer (the cache keeps a share per layer, io/weights_cache.h: below that nothing comes back).
 int64_t expert_cache_reservation(const nn::Module& model, const PlanOptions& options,
                                  const std::vector<std::string>& expert_classes, int64_t experts_per_token);
 
 /// The default size of the expert cache in RAM (DispatchOptions::expert_cache): what the plan leaves free of the cpu
-/// budget, at most the bytes of the experts placed on disk (0 when none is).
+/// budget, at most the bytes of the experts placed on disk; 0 when no expert is on disk or when that room holds less
+/// than one expert per layer (the cache keeps a share per layer, io/weights_cache.h: below that it never hits).
 int64_t default_expert_cache_bytes(const nn::Module& model, const DeviceMap& map, const PlanOptions& options,
                                    const std::vector<std::string>& expert_classes);
 

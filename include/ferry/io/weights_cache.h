@@ -34,6 +34,7 @@ namespace ferry::io {
 struct WeightsCacheStats {
   std::uint64_t hits = 0, misses = 0;  ///< get() calls on cacheable keys
   std::uint64_t evictions = 0;
+  std::uint64_t reused = 0;        ///< misses copied into the bytes of a tensor just evicted (no fresh allocation)
   std::uint64_t bytes_missed = 0;  ///< bytes read through the inner map for misses
   std::size_t bytes = 0;           ///< held now
   std::size_t capacity = 0;
@@ -70,8 +71,8 @@ class CachedWeightsMap : public WeightsMap {
     std::list<std::string>::iterator lru;  // position in group->lru
   };
   void touch(Entry& e) const { e.group->lru.splice(e.group->lru.begin(), e.group->lru, e.lru); }
-  // Evicts one tensor to make room for one of `incoming`; false when nothing is held.
-  bool evict_one(const Group& incoming) const;
+  // Evicts one tensor to make room for one of `incoming` and returns it; undefined when nothing is held.
+  Tensor evict_one(const Group& incoming) const;
 
   std::shared_ptr<const WeightsMap> inner_;
   std::size_t capacity_;

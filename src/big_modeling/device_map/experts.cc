@@ -75,7 +75,7 @@ int64_t expert_cache_reservation(const nn::Module& model, const PlanOptions& opt
     if (r.device.is_cpu()) room -= r.bytes;
   if (expert_bytes <= room) return 0;  // every expert fits in RAM: none is read from disk
   const int64_t working_set = experts_per_token * largest * static_cast<int64_t>(blocks.size());
-  if (room < working_set) return 0;
+  if (room < largest * static_cast<int64_t>(blocks.size())) return 0;  // not one expert per layer: never a hit
   return std::min(room / 4 * 3, 2 * working_set);
 }
 
@@ -86,7 +86,18 @@ int64_t default_expert_cache_bytes(const nn::Module& model, const DeviceMap& map
   for (const TokenReads& r : per_token_reads(model, map, Device::meta(), {expert_classes}, options.dtype))
     if (r.device.is_disk()) on_disk = r.expert_bytes;
   if (on_disk == 0) return 0;
-  return std::min(on_disk, unplanned_budget(model, map, options, Device::cpu()));
+  // Below one expert per layer with experts on disk, the cache's groups (one per layer) hold nothing that comes back
+  // before it is evicted: every miss would be copied for nothing.
+  const ModuleSizes sizes = compute_module_sizes(model, options.dtype, options.special_dtypes);
+  int64_t largest = 0;
+  std::unordered_set<std::string> layers;
+  for (const std::string& e : expert_module_names(model, expert_classes))
+    if (const auto d = map.device_for(e); d && d->is_disk()) {
+      largest = std::max(largest, sizes[e]);
+      layers.insert(e.substr(0, e.rfind('.')));
+    }
+  const int64_t room = std::min(on_disk, unplanned_budget(model, map, options, Device::cpu()));
+  return room < largest * static_cast<int64_t>(layers.size()) ? 0 : room;
 }
 
 }  // namespace ferry
