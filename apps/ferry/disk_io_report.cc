@@ -42,6 +42,7 @@ DiskIoReport disk_io_report(const LoadedModel& lm, const DiskIoMark& before, std
         .hits = s.hits - before.experts.hits,
         .misses = s.misses - before.experts.misses,
         .evictions = s.evictions - before.experts.evictions,
+        .kept = s.kept - before.experts.kept,
         .missed_bytes_per_token = static_cast<double>(s.bytes_missed - before.experts.bytes_missed) / r.tokens,
         .capacity = s.capacity,
         .held = s.bytes};
@@ -122,10 +123,10 @@ std::string disk_io_text(const DiskIoReport& r) {
     const auto& c = *r.expert_cache;
     const std::uint64_t looked = c.hits + c.misses;
     line += fmt::format(
-        "\n  expert cache {} (LRU, {} held): {} hits, {} misses ({:.0f} % hits), {} evicted; {} per "
-        "token read for missed experts",
+        "\n  expert cache {} (LRU per layer, {} held): {} hits, {} misses ({:.0f} % hits, {} kept as read), {} "
+        "evicted; {} per token read for missed experts",
         format_bytes(static_cast<int64_t>(c.capacity)), format_bytes(static_cast<int64_t>(c.held)), c.hits, c.misses,
-        looked ? 100.0 * static_cast<double>(c.hits) / static_cast<double>(looked) : 0.0, c.evictions,
+        looked ? 100.0 * static_cast<double>(c.hits) / static_cast<double>(looked) : 0.0, c.kept, c.evictions,
         format_bytes(static_cast<int64_t>(c.missed_bytes_per_token)));
     if (c.guessed > 0)
       line += fmt::format("; the next layer's router guessed {:.0f} % of the routed experts ({} of {} guesses routed)",
@@ -168,6 +169,7 @@ nlohmann::json disk_io_json(const DiskIoReport& r) {
                          {"hits", r.expert_cache->hits},
                          {"misses", r.expert_cache->misses},
                          {"evictions", r.expert_cache->evictions},
+                         {"kept", r.expert_cache->kept},
                          {"missed_bytes_per_token", r.expert_cache->missed_bytes_per_token},
                          {"routed", r.expert_cache->routed},
                          {"guessed", r.expert_cache->guessed},

@@ -52,6 +52,7 @@ struct DiskIoReport {
   /// Mixtures of experts with experts on disk: the expert cache over the run (hits and misses are expert tensors).
   struct ExpertCacheRun {
     std::uint64_t hits = 0, misses = 0, evictions = 0;
+    std::uint64_t kept = 0;             ///< misses kept in the buffer they were read into (direct reads: no copy)
     double missed_bytes_per_token = 0;  ///< read from disk for experts the cache did not hold
     std::size_t capacity = 0, held = 0;
     /// Reading ahead by guessing (FromPretrainedOptions::guess_experts): experts routed, guessed a layer ahead, and

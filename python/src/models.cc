@@ -295,6 +295,7 @@ void bind_models(nb::module_& m) {
             d["hits"] = s.hits;
             d["misses"] = s.misses;
             d["evictions"] = s.evictions;
+            d["kept"] = s.kept;
             d["bytes_missed"] = s.bytes_missed;
             d["bytes"] = s.bytes;
             d["capacity"] = s.capacity;
@@ -305,7 +306,8 @@ void bind_models(nb::module_& m) {
             return d;
           },
           "With experts on disk: the expert cache's counts so far ({\"hits\", \"misses\", \"evictions\", "
-          "\"bytes_missed\" (read from disk), \"bytes\" (held), \"capacity\", \"routed\" (experts run), "
+          "\"kept\" (misses kept in the buffer a direct read filled, no copy), \"bytes_missed\" (read from disk), "
+          "\"bytes\" (held), \"capacity\", \"routed\" (experts run), "
           "\"guessed\" (read a layer ahead by guess_experts), \"guessed_routed\" (of those, routed)}); else None.")
       .def(
           "num_parameters",

@@ -79,7 +79,16 @@ OffloadedWeightsLoader::DiskTensor OffloadedWeightsLoader::locate(const std::str
   return {FileRange{file, 0, want}, *info.shape, *info.dtype};
 }
 
-Tensor OffloadedWeightsLoader::get(const std::string& key) const {
+Tensor OffloadedWeightsLoader::get(const std::string& key) const { return read(key, false, nullptr); }
+
+OwnedTensor OffloadedWeightsLoader::get_to_keep(const std::string& key) const {
+  bool owned = false;
+  Tensor t = read(key, true, &owned);
+  return {std::move(t), owned};
+}
+
+// get(); keep: the caller keeps the tensor, so a staged read hands over its buffer (*owned then says so).
+Tensor OffloadedWeightsLoader::read(const std::string& key, bool keep, bool* owned) const {
   if (const Tensor* t = state_dict_.find(key)) return *t;
   auto it = index_.find(key);
   if (it == index_.end())
@@ -90,8 +99,9 @@ Tensor OffloadedWeightsLoader::get(const std::string& key) const {
   if (reader_) {
     // Staged: the bytes come from disk into the reader's pool; a cast reads the staging buffer, which is then freed.
     const DiskTensor d = locate(key, info);
-    t = reader_->take(d.range, d.shape, d.dtype);
-    if (info.in_safetensors() && info.dtype && *info.dtype != d.dtype) t = t.to(*info.dtype);
+    t = reader_->take(d.range, d.shape, d.dtype, keep);
+    if (info.in_safetensors() && info.dtype && *info.dtype != d.dtype) t = t.to(*info.dtype);  // a copy of its own
+    if (owned != nullptr) *owned = keep && device_.is_cpu();
   } else if (info.in_safetensors()) {
     const SafetensorsFile st = safetensors_of(info);
     const std::string& name = name_in_file(info, key);

@@ -78,6 +78,16 @@ struct StagedReader::Impl {
     }
     // A buffer back from a read or a tensor (mu held): kept for reuse while the pool is within its size, freed
     // otherwise.
+    // A buffer a caller kept (take(..., keep)) that it no longer needs (mu held): into the pool when it has room.
+    void adopt_locked(void* p, std::size_t n) {
+      if (total + n <= capacity) {
+        total += n;
+        free.emplace(n, p);
+      } else {
+        release(p, n);
+      }
+      cv.notify_all();
+    }
     void give_back_locked(void* p, std::size_t n, bool is_overflow) {
       if (!p) return;
       if (is_overflow || total > capacity) {
@@ -370,19 +380,35 @@ struct StagedReader::Impl {
     }
   }
 
-  Tensor wrap(const std::shared_ptr<Read>& r, const Shape& shape, DType dtype) {
-    // The storage gives its buffer back to the pool when the last tensor viewing it goes.
+  Tensor wrap(const std::shared_ptr<Read>& r, const Shape& shape, DType dtype, bool keep) {
+    // The storage gives its buffer back to the pool when the last tensor viewing it goes. Kept: the buffer leaves the
+    // pool now and may join it again then.
     const bool overflow = r->overflow;
     const std::size_t n = r->buf_size;
+    std::shared_ptr<Storage> storage;
     {
       std::lock_guard<std::mutex> lock(shared->mu);
-      shared->live += n;
+      if (keep) {
+        shared->total -= n;
+        if (overflow) shared->overflow -= n;
+        ++shared->stats.kept;
+        shared->cv.notify_all();  // room for a prefetch waiting
+      } else {
+        shared->live += n;
+      }
     }
-    auto storage = Storage::adopt(Device::cpu(), r->buf, n, [sh = shared, n, overflow](void* p) {
-      std::lock_guard<std::mutex> lock(sh->mu);
-      sh->live -= n;
-      sh->give_back_locked(p, n, overflow);
-    });
+    if (keep) {
+      storage = Storage::adopt(Device::cpu(), r->buf, n, [sh = shared, n](void* p) {
+        std::lock_guard<std::mutex> lock(sh->mu);
+        sh->adopt_locked(p, n);
+      });
+    } else {
+      storage = Storage::adopt(Device::cpu(), r->buf, n, [sh = shared, n, overflow](void* p) {
+        std::lock_guard<std::mutex> lock(sh->mu);
+        sh->live -= n;
+        sh->give_back_locked(p, n, overflow);
+      });
+    }
     r->buf = nullptr;
     Tensor t = Tensor::from_storage(std::move(storage), r->head, shape, dtype);
     // Typed kernels must not see a misaligned pointer (a hand-made safetensors file may not align its tensors).
@@ -412,7 +438,7 @@ bool StagedReader::prefetch(const FileRange& range) noexcept {
   }
 }
 
-Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtype) {
+Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtype, bool keep) {
   const std::size_t want = dtype_nbytes(dtype, shape_numel(shape));
   if (want != range.length)
     throw Error("the range holds " + std::to_string(range.length) + " bytes, but " + shape_str(shape) + " " +
@@ -450,7 +476,7 @@ Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtyp
                 "the file changed after the model was planned (truncated?); restore it or plan again");
   }
   lock.unlock();
-  return impl_->wrap(r, shape, dtype);
+  return impl_->wrap(r, shape, dtype, keep);
 }
 
 StagedReaderStats StagedReader::stats() const {

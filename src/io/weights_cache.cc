@@ -27,34 +27,44 @@ Tensor CachedWeightsMap::get(const std::string& key) const {
       return it->second.tensor;
     }
   }
-  Tensor read = inner_->get(key);  // outside the lock: a miss may wait for the disk
+  // Outside the lock: a miss may wait for the disk. A staged read hands over its buffer (owned): kept as it is.
+  OwnedTensor read = inner_->get_to_keep(key);
+  // A buffer much larger than its tensor (a small tensor in a block-aligned read, or a larger buffer the pool reused)
+  // is not worth its RAM: copied instead.
+  const std::size_t need = read.tensor.nbytes();
+  if (read.owned && read.tensor.storage()->nbytes() > need + need / 16) read.owned = false;
+  const std::size_t held = read.owned ? read.tensor.storage()->nbytes() : need;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.misses;
-  stats_.bytes_missed += read.nbytes();
-  if (read.nbytes() > capacity_ || entries_.count(key)) return read;  // too big to keep / kept by another thread
-  // Room first; an evicted tensor of the same size that nobody else holds lends its bytes to the new one, so a miss
-  // copies into memory already touched instead of faulting in fresh pages (experts of a layer are all one size).
+  stats_.bytes_missed += read.tensor.nbytes();
+  if (held > capacity_ || entries_.count(key)) return read.tensor;  // too big to keep / kept by another thread
+  // Room first. Not owned (a view of a mapping, or of memory someone else holds): copied, into the bytes of an evicted
+  // tensor of the same size that nobody else holds when there is one, so that a miss writes memory already touched
+  // instead of faulting in fresh pages (experts of a layer are all one size).
   Group& group = groups_[group_of_ ? group_of_(key) : std::string()];
   Tensor reusable;
-  while (stats_.bytes + read.nbytes() > capacity_) {
+  while (stats_.bytes + held > capacity_) {
     Tensor victim = evict_one(group);
     if (!victim.defined()) break;
-    if (!reusable.defined() && victim.storage().use_count() == 1 && victim.byte_offset() == 0 &&
-        victim.storage()->nbytes() == read.nbytes() && victim.device() == read.device())
+    if (!read.owned && !reusable.defined() && victim.storage().use_count() == 1 && victim.byte_offset() == 0 &&
+        victim.storage()->nbytes() == held && victim.device() == read.tensor.device())
       reusable = std::move(victim);
   }
-  Tensor own;  // the staging buffer (or mapped view) is released with `read`
-  if (reusable.defined()) {
-    own = Tensor::from_storage(reusable.storage(), 0, read.shape(), read.dtype());
-    own.copy_from(read);
+  Tensor own;
+  if (read.owned) {
+    own = read.tensor;
+    ++stats_.kept;
+  } else if (reusable.defined()) {
+    own = Tensor::from_storage(reusable.storage(), 0, read.tensor.shape(), read.tensor.dtype());
+    own.copy_from(read.tensor);
     ++stats_.reused;
   } else {
-    own = read.clone();
+    own = read.tensor.clone();
   }
   group.lru.push_front(key);
-  group.bytes += own.nbytes();
-  entries_.emplace(key, Entry{own, &group, group.lru.begin()});
-  stats_.bytes += own.nbytes();
+  group.bytes += held;
+  entries_.emplace(key, Entry{own, held, &group, group.lru.begin()});
+  stats_.bytes += held;
   return own;
 }
 
@@ -68,8 +78,8 @@ Tensor CachedWeightsMap::evict_one(const Group& incoming) const {
   if (from == nullptr) return {};
   auto victim = entries_.find(from->lru.back());
   Tensor t = std::move(victim->second.tensor);
-  stats_.bytes -= t.nbytes();
-  from->bytes -= t.nbytes();
+  stats_.bytes -= victim->second.bytes;
+  from->bytes -= victim->second.bytes;
   from->lru.pop_back();
   entries_.erase(victim);
   ++stats_.evictions;

@@ -117,6 +117,37 @@ TEST(StagedReader, ThePoolStaysWithinItsSizeAndBuffersAreReused) {
   EXPECT_EQ(s.prefetched, 16u);
 }
 
+// take(..., keep): a cache keeps the staging buffer itself. It leaves the pool at once (reads go on in the pool's room
+// while the cache holds it, its bytes untouched) and joins the pool again when the cache drops it.
+TEST(StagedReader, AKeptBufferLeavesThePoolAndComesBackWhenDropped) {
+  test::TempDir dir;
+  const std::string data = random_bytes(4u << 20, 5);
+  const fs::path file = write_file(dir.path() / "w.bin", data);
+  StagedReader reader({.pool_bytes = 2u << 20});
+  Tensor a = reader.take({file, 0, 1u << 20}, {1 << 20}, DType::U8, /*keep=*/true);
+  Tensor b = reader.take({file, 1u << 20, 1u << 20}, {1 << 20}, DType::U8, /*keep=*/true);
+  // Both held: without keep the pool would be full of tensors in use and these prefetches would wait for them.
+  EXPECT_TRUE(reader.prefetch({file, 2u << 20, 1u << 20}));
+  EXPECT_TRUE(reader.prefetch({file, 3u << 20, 1u << 20}));
+  EXPECT_EQ(bytes_of(reader.take({file, 2u << 20, 1u << 20}, {1 << 20}, DType::U8)), data.substr(2u << 20, 1u << 20));
+  EXPECT_EQ(bytes_of(reader.take({file, 3u << 20, 1u << 20}, {1 << 20}, DType::U8)), data.substr(3u << 20, 1u << 20));
+  EXPECT_EQ(bytes_of(a), data.substr(0, 1u << 20)) << "a kept buffer is never read into again";
+  EXPECT_EQ(bytes_of(b), data.substr(1u << 20, 1u << 20));
+  auto s = reader.stats();
+  EXPECT_EQ(s.kept, 2u);
+  EXPECT_EQ(s.overflow_peak, 0u);
+  EXPECT_LE(s.pool_peak, 2u << 20);
+  // A dropped kept buffer joins a pool with room, and the next read reuses it.
+  StagedReader small({.pool_bytes = 1u << 20});
+  Tensor kept = small.take({file, 0, 1u << 20}, {1 << 20}, DType::U8, /*keep=*/true);
+  const void* where = kept.raw_data();
+  kept = Tensor();  // back into the pool, which was empty
+  const Tensor next = small.take({file, 1u << 20, 1u << 20}, {1 << 20}, DType::U8);
+  EXPECT_EQ(next.raw_data(), where);
+  EXPECT_EQ(bytes_of(next), data.substr(1u << 20, 1u << 20));
+  EXPECT_LE(small.stats().pool_peak, 1u << 20);
+}
+
 // A pool full of completed reads nobody takes: a prefetch gives up (after a bounded wait) instead of blocking, and
 // the forward still gets its bytes.
 TEST(StagedReader, PrefetchesFindingThePoolFullOfReadsAheadGiveUpInsteadOfBlocking) {

@@ -8,9 +8,12 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
+#include "ferry/io/staged_reader.h"
 #include "support/error_of.h"
+#include "support/hf_folder.h"
 
 namespace ferry::io {
 namespace {
@@ -208,6 +211,44 @@ TEST(CachedWeightsMap, APrefetchedKeyIsTheMostRecentlyUsed) {
   EXPECT_EQ(inner->gets, before);
   cache.get("experts.1.w");
   EXPECT_EQ(inner->gets, before + 1);
+}
+
+// Direct reads: the cache keeps the staging buffer a miss was read into (no copy), and it leaves the reader's pool.
+TEST(CachedWeightsMap, DirectReadsAreKeptWithoutACopy) {
+  test::TempDir dir;
+  // Three 1 MiB experts at 1 MiB boundaries of one data file (a GGUF's stacked experts are read this way), and a
+  // 1000-byte tensor, too small for its 4096-byte read to be kept.
+  std::string bytes(3u << 20, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i >> 20) * 7 + i % 13);
+  bytes += std::string(1000, 'x');
+  const auto file = dir.path() / "experts.bin";
+  std::ofstream(file, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  OffloadIndex index;
+  for (int e = 0; e < 3; ++e)
+    index["experts." + std::to_string(e) + ".w"] =
+        OffloadEntry{DType::U8, Shape{1 << 20}, "", "", file.string(), static_cast<uint64_t>(e) << 20};
+  index["experts.small.w"] = OffloadEntry{DType::U8, Shape{1000}, "", "", file.string(), 3u << 20};
+  auto loader = std::make_shared<OffloadedWeightsLoader>(StateDict{}, std::nullopt, index);
+  auto reader = std::make_shared<StagedReader>(StagedReaderOptions{.pool_bytes = 2u << 20});
+  loader->set_staged_reader(reader);
+  CachedWeightsMap cache(loader, 2u << 20, is_expert);
+  auto expect_bytes = [&](const Tensor& t, std::size_t at) {
+    EXPECT_EQ(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()), bytes.substr(at, t.nbytes()));
+  };
+  const Tensor e0 = cache.get("experts.0.w");
+  expect_bytes(e0, 0);
+  expect_bytes(cache.get("experts.1.w"), 1u << 20);
+  expect_bytes(cache.get("experts.2.w"), 2u << 20);  // evicts expert 0 (still held by e0: its bytes stay)
+  expect_bytes(e0, 0);
+  expect_bytes(cache.get("experts.1.w"), 1u << 20);  // a hit
+  expect_bytes(cache.get("experts.small.w"), 3u << 20);
+  const WeightsCacheStats s = cache.stats();
+  EXPECT_EQ(s.kept, 3u) << "the three 1 MiB reads are kept as read";
+  EXPECT_EQ(s.misses, 4u);
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_LE(s.bytes, 2u << 20);
+  EXPECT_EQ(reader->stats().kept, 4u) << "the small one was handed over too, then copied: its buffer is 4 KiB";
+  EXPECT_EQ(reader->stats().overflow_peak, 0u) << "kept buffers leave the pool: every read found room";
 }
 
 TEST(CachedWeightsMap, NeedsAnInnerMap) {

@@ -65,7 +65,7 @@ def test_experts_on_disk_compute_transformers_logits_and_count_cache_hits(mixtra
     assert device_of(cached.hf_device_map, "model.layers.1.block_sparse_moe.experts.7") == "disk"
     np.testing.assert_array_equal(cached(PROMPT), model(PROMPT))
     first = cached.expert_cache_stats
-    assert first["capacity"] == 1 << 20 and first["evictions"] == 0
+    assert first["capacity"] == 1 << 20 and first["evictions"] == 0 and 0 <= first["kept"] <= first["misses"]
     cached(PROMPT)  # the same routing again: every expert it reads is now held
     again = cached.expert_cache_stats
     assert again["hits"] == first["misses"] and again["misses"] == first["misses"]

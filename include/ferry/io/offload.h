@@ -84,6 +84,12 @@ Tensor load_offloaded_weight(const std::filesystem::path& weight_file, const Off
 
 /// A read-only name -> tensor map that hooks pull weights from (Accelerate's `weights_map`, a Mapping).
 /// Implementations are safe to call from several threads at once.
+/// A tensor and whether its bytes belong to the one who holds it (WeightsMap::get_to_keep).
+struct OwnedTensor {
+  Tensor tensor;
+  bool owned = false;
+};
+
 class WeightsMap {
  public:
   virtual ~WeightsMap() = default;
@@ -102,6 +108,10 @@ class WeightsMap {
     (void)key;
     return false;
   }
+  /// For a caller that keeps what it reads (a cache, io/weights_cache.h): get(key), and whether the tensor's bytes
+  /// are the caller's alone — nothing else views or reuses them — so that keeping them costs no copy. Default:
+  /// get(key), not owned.
+  virtual OwnedTensor get_to_keep(const std::string& key) const { return {get(key), false}; }
 };
 
 /// Weights from RAM first, then from an offload folder. Accelerate: OffloadedWeightsLoader
@@ -119,6 +129,8 @@ class OffloadedWeightsLoader : public WeightsMap {
                          std::optional<OffloadIndex> index = std::nullopt, Device device = Device::cpu());
 
   Tensor get(const std::string& key) const override;
+  /// Staged reads (set_staged_reader) give the staging buffer itself: it leaves the reader's pool (owned).
+  OwnedTensor get_to_keep(const std::string& key) const override;
   bool contains(const std::string& key) const override;
   /// Disk entries: reads the bytes get() will map into the page cache (the safetensors range, or the whole .dat
   /// file). RAM entries: nothing.
@@ -154,6 +166,8 @@ class OffloadedWeightsLoader : public WeightsMap {
   mutable std::mutex mu_;
   mutable std::map<std::filesystem::path, SafetensorsFile> open_files_;
   std::shared_ptr<StagedReader> reader_;
+
+  Tensor read(const std::string& key, bool keep, bool* owned) const;
 };
 
 /// The keys of `dataset` under `prefix`, seen without it. Accelerate: PrefixedDataset
@@ -167,6 +181,7 @@ class PrefixedDataset : public WeightsMap {
   Tensor get(const std::string& key) const override { return dataset_->get(prefix_ + key); }
   bool contains(const std::string& key) const override { return dataset_->contains(prefix_ + key); }
   bool prefetch(const std::string& key) const noexcept override { return dataset_->prefetch(prefix_ + key); }
+  OwnedTensor get_to_keep(const std::string& key) const override { return dataset_->get_to_keep(prefix_ + key); }
   /// The dataset's keys that start with the prefix (whole components), with the prefix removed. O(N).
   std::vector<std::string> keys() const override;
   std::size_t size() const override { return keys().size(); }

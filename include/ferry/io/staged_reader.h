@@ -58,6 +58,7 @@ struct StagedReaderStats {
   std::uint64_t prefetched = 0;      ///< take() calls whose read a prefetch had started
   std::uint64_t evicted = 0;         ///< prefetched reads dropped unused (the forward passed them by)
   std::uint64_t declined = 0;        ///< prefetches not started: the pool held only reads still to be taken
+  std::uint64_t kept = 0;            ///< take(..., keep) calls: buffers handed over to a cache
   double read_seconds = 0;           ///< wall time the reader thread had reads in flight
   double wait_seconds = 0;           ///< time take() callers spent waiting for bytes
   std::size_t pool_peak = 0;         ///< most staging memory allocated at once
@@ -83,8 +84,10 @@ class StagedReader {
   /// The bytes of `range` as a tensor of `shape` and `dtype` (whose size must equal range.length), viewing a staging
   /// buffer; waits for a prefetch in flight or reads at once. Each prefetch is taken once: a second take() reads
   /// again. Throws ferry::Error naming the file when it cannot be opened or read, or ends before the range (a file
-  /// truncated after planning).
-  Tensor take(const FileRange& range, const Shape& shape, DType dtype);
+  /// truncated after planning). `keep`: the caller keeps the tensor (a cache of what was read): its buffer leaves the
+  /// pool at once, so the pool's room serves the next reads, and joins the pool again when the last view goes (freed
+  /// instead when the pool is full by then). The buffer may be larger than the range (storage()->nbytes()).
+  Tensor take(const FileRange& range, const Shape& shape, DType dtype, bool keep = false);
 
   StagedReaderStats stats() const;
   const StagedReaderOptions& options() const noexcept;

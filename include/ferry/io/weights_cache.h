@@ -1,8 +1,8 @@
 // CachedWeightsMap: a bounded LRU cache in RAM in front of a weights map, for the tensors a model reads only some of
 // the time — the experts of a mixture of experts placed on disk, read when a token routes to them. A hit costs
 // nothing; a miss reads through the inner map (a direct read into the staging pool, or a page-cache view), copies the
-// bytes into memory of the cache's own (so the staging buffer is free again at once) and evicts the least recently
-// used tensors beyond the budget.
+// bytes into memory of the cache's own — or, for a direct read, keeps the staging buffer itself, which leaves the
+// reader's pool (WeightsMap::get_to_keep: no copy) — and evicts the least recently used tensors beyond the budget.
 //
 // LRU rather than frequency: published measurements on Qwen3-30B-A3B (about 45 % of a layer's expert choices repeat at
 // the next token, 80 % within 8 tokens) found plain LRU ahead of frequency pinning at every cache size.
@@ -35,6 +35,7 @@ struct WeightsCacheStats {
   std::uint64_t hits = 0, misses = 0;  ///< get() calls on cacheable keys
   std::uint64_t evictions = 0;
   std::uint64_t reused = 0;        ///< misses copied into the bytes of a tensor just evicted (no fresh allocation)
+  std::uint64_t kept = 0;          ///< misses kept without a copy (the inner map handed over the buffer it read into)
   std::uint64_t bytes_missed = 0;  ///< bytes read through the inner map for misses
   std::size_t bytes = 0;           ///< held now
   std::size_t capacity = 0;
@@ -67,6 +68,7 @@ class CachedWeightsMap : public WeightsMap {
   };
   struct Entry {
     Tensor tensor;
+    std::size_t bytes;  // of memory held: a kept staging buffer may be a little larger than its tensor
     Group* group;
     std::list<std::string>::iterator lru;  // position in group->lru
   };
