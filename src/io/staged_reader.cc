@@ -78,9 +78,12 @@ struct StagedReader::Impl {
     }
     // A buffer back from a read or a tensor (mu held): kept for reuse while the pool is within its size, freed
     // otherwise.
-    // A buffer a caller kept (take(..., keep)) that it no longer needs (mu held): into the pool when it has room.
+    // A buffer a caller kept (take(..., keep)) that it no longer needs (mu held): into the pool for the next read of
+    // its size. A cache drops one as it keeps another, which left the pool a moment before and whose room the pool
+    // may have filled since: a quarter over the pool's size is allowed for it (the next acquire takes it, or trims
+    // it), rather than free it and fault in a fresh buffer for the next read.
     void adopt_locked(void* p, std::size_t n) {
-      if (total + n <= capacity) {
+      if (total + n <= capacity + capacity / 4) {
         total += n;
         free.emplace(n, p);
       } else {
