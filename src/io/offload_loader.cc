@@ -79,29 +79,26 @@ OffloadedWeightsLoader::DiskTensor OffloadedWeightsLoader::locate(const std::str
   return {FileRange{file, 0, want}, *info.shape, *info.dtype};
 }
 
-Tensor OffloadedWeightsLoader::get(const std::string& key) const { return read(key, false, nullptr); }
+Tensor OffloadedWeightsLoader::get(const std::string& key) const { return read(key, false).tensor; }
 
-OwnedTensor OffloadedWeightsLoader::get_to_keep(const std::string& key) const {
-  bool owned = false;
-  Tensor t = read(key, true, &owned);
-  return {std::move(t), owned};
-}
+OwnedTensor OffloadedWeightsLoader::get_to_keep(const std::string& key) const { return read(key, true); }
 
-// get(); keep: the caller keeps the tensor, so a staged read hands over its buffer (*owned then says so).
-Tensor OffloadedWeightsLoader::read(const std::string& key, bool keep, bool* owned) const {
-  if (const Tensor* t = state_dict_.find(key)) return *t;
+// get(); keep: the caller keeps the tensor, so a staged read hands over its buffer (owned then).
+OwnedTensor OffloadedWeightsLoader::read(const std::string& key, bool keep) const {
+  if (const Tensor* t = state_dict_.find(key)) return {*t, false};
   auto it = index_.find(key);
   if (it == index_.end())
     throw Error("no weight of this name in memory or in the offload folder", key,
                 save_folder_.empty() ? "" : "offload folder: " + save_folder_.string());
   const OffloadEntry& info = it->second;
   Tensor t;
+  bool owned = false;
   if (reader_) {
     // Staged: the bytes come from disk into the reader's pool; a cast reads the staging buffer, which is then freed.
     const DiskTensor d = locate(key, info);
     t = reader_->take(d.range, d.shape, d.dtype, keep);
     if (info.in_safetensors() && info.dtype && *info.dtype != d.dtype) t = t.to(*info.dtype);  // a copy of its own
-    if (owned != nullptr) *owned = keep && device_.is_cpu();
+    owned = keep && device_.is_cpu();
   } else if (info.in_safetensors()) {
     const SafetensorsFile st = safetensors_of(info);
     const std::string& name = name_in_file(info, key);
@@ -119,7 +116,7 @@ Tensor OffloadedWeightsLoader::read(const std::string& key, bool keep, bool* own
     if (save_folder_.empty()) throw Error("weight is offloaded to disk but no offload folder was given", key);
     t = load_offloaded_weight(save_folder_ / (key + ".dat"), info);
   }
-  return t.to(device_);
+  return {t.to(device_), owned};
 }
 
 bool OffloadedWeightsLoader::prefetch(const std::string& key) const noexcept {

@@ -76,8 +76,6 @@ struct StagedReader::Impl {
     ~Shared() {
       for (auto& [n, p] : free) release(p, n);
     }
-    // A buffer back from a read or a tensor (mu held): kept for reuse while the pool is within its size, freed
-    // otherwise.
     // A buffer a caller kept (take(..., keep)) that it no longer needs (mu held): into the pool for the next read of
     // its size. A cache drops one as it keeps another, which left the pool a moment before and whose room the pool
     // may have filled since: a quarter over the pool's size is allowed for it (the next acquire takes it, or trims
@@ -91,6 +89,8 @@ struct StagedReader::Impl {
       }
       cv.notify_all();
     }
+    // A buffer back from a read or a tensor (mu held): kept for reuse while the pool is within its size, freed
+    // otherwise.
     void give_back_locked(void* p, std::size_t n, bool is_overflow) {
       if (!p) return;
       if (is_overflow || total > capacity) {
@@ -388,7 +388,6 @@ struct StagedReader::Impl {
     // pool now and may join it again then.
     const bool overflow = r->overflow;
     const std::size_t n = r->buf_size;
-    std::shared_ptr<Storage> storage;
     {
       std::lock_guard<std::mutex> lock(shared->mu);
       if (keep) {
@@ -400,18 +399,15 @@ struct StagedReader::Impl {
         shared->live += n;
       }
     }
-    if (keep) {
-      storage = Storage::adopt(Device::cpu(), r->buf, n, [sh = shared, n](void* p) {
-        std::lock_guard<std::mutex> lock(sh->mu);
+    auto storage = Storage::adopt(Device::cpu(), r->buf, n, [sh = shared, n, overflow, keep](void* p) {
+      std::lock_guard<std::mutex> lock(sh->mu);
+      if (keep) {
         sh->adopt_locked(p, n);
-      });
-    } else {
-      storage = Storage::adopt(Device::cpu(), r->buf, n, [sh = shared, n, overflow](void* p) {
-        std::lock_guard<std::mutex> lock(sh->mu);
+      } else {
         sh->live -= n;
         sh->give_back_locked(p, n, overflow);
-      });
-    }
+      }
+    });
     r->buf = nullptr;
     Tensor t = Tensor::from_storage(std::move(storage), r->head, shape, dtype);
     // Typed kernels must not see a misaligned pointer (a hand-made safetensors file may not align its tensors).

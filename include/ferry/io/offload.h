@@ -82,14 +82,14 @@ OffloadIndex load_offload_index(const std::filesystem::path& offload_folder);
 /// 0-d tensor). Throws ferry::Error when the file's size does not match. Accelerate: load_offloaded_weight
 Tensor load_offloaded_weight(const std::filesystem::path& weight_file, const OffloadEntry& info);
 
-/// A read-only name -> tensor map that hooks pull weights from (Accelerate's `weights_map`, a Mapping).
-/// Implementations are safe to call from several threads at once.
 /// A tensor and whether its bytes belong to the one who holds it (WeightsMap::get_to_keep).
 struct OwnedTensor {
   Tensor tensor;
   bool owned = false;
 };
 
+/// A read-only name -> tensor map that hooks pull weights from (Accelerate's `weights_map`, a Mapping).
+/// Implementations are safe to call from several threads at once.
 class WeightsMap {
  public:
   virtual ~WeightsMap() = default;
@@ -167,7 +167,7 @@ class OffloadedWeightsLoader : public WeightsMap {
   mutable std::map<std::filesystem::path, SafetensorsFile> open_files_;
   std::shared_ptr<StagedReader> reader_;
 
-  Tensor read(const std::string& key, bool keep, bool* owned) const;
+  OwnedTensor read(const std::string& key, bool keep) const;
 };
 
 /// The keys of `dataset` under `prefix`, seen without it. Accelerate: PrefixedDataset

@@ -15,6 +15,25 @@ bool is_expert(const nn::Module& m, const std::vector<std::string>& classes) {
   return std::find(classes.begin(), classes.end(), m.type_name()) != classes.end();
 }
 
+// Experts by their bytes: all of them, the largest, and the layers they are in (one list of experts per layer).
+struct ExpertBytes {
+  int64_t total = 0, largest = 0;
+  std::unordered_set<std::string> layers;
+  // The least cache that keeps anything: one expert per layer (the cache keeps a share per layer,
+  // io/weights_cache.h); below it nothing comes back before it is evicted.
+  int64_t one_per_layer() const { return largest * static_cast<int64_t>(layers.size()); }
+};
+
+ExpertBytes expert_bytes(const std::vector<std::string>& experts, const ModuleSizes& sizes) {
+  ExpertBytes b;
+  for (const std::string& e : experts) {
+    b.total += sizes[e];
+    b.largest = std::max(b.largest, sizes[e]);
+    b.layers.insert(e.substr(0, e.rfind('.')));
+  }
+  return b;
+}
+
 }  // namespace
 
 std::vector<std::string> expert_module_names(const nn::Module& model, const std::vector<std::string>& expert_classes) {
@@ -63,20 +82,13 @@ int64_t expert_cache_reservation(const nn::Module& model, const PlanOptions& opt
   const std::vector<std::string> experts = expert_module_names(model, expert_classes);
   if (!cpu || experts.empty()) return 0;
   const ModuleSizes sizes = compute_module_sizes(model, options.dtype, options.special_dtypes);
-  int64_t expert_bytes = 0, largest = 0;
-  std::unordered_set<std::string> blocks;  // the module holding each expert list: one per layer with experts
-  for (const std::string& e : experts) {
-    expert_bytes += sizes[e];
-    largest = std::max(largest, sizes[e]);
-    blocks.insert(e.substr(0, e.rfind('.')));
-  }
-  int64_t room = *cpu - (sizes[""] - expert_bytes);
+  const ExpertBytes b = expert_bytes(experts, sizes);
+  int64_t room = *cpu - (sizes[""] - b.total);
   for (const Reservation& r : options.reservations)
     if (r.device.is_cpu()) room -= r.bytes;
-  if (expert_bytes <= room) return 0;  // every expert fits in RAM: none is read from disk
-  const int64_t working_set = experts_per_token * largest * static_cast<int64_t>(blocks.size());
-  if (room < largest * static_cast<int64_t>(blocks.size())) return 0;  // not one expert per layer: never a hit
-  return std::min(room / 4 * 3, 2 * working_set);
+  if (b.total <= room) return 0;  // every expert fits in RAM: none is read from disk
+  if (room < b.one_per_layer()) return 0;
+  return std::min(room / 4 * 3, 2 * experts_per_token * b.one_per_layer());  // twice a token's working set
 }
 
 int64_t default_expert_cache_bytes(const nn::Module& model, const DeviceMap& map, const PlanOptions& options,
@@ -86,18 +98,13 @@ int64_t default_expert_cache_bytes(const nn::Module& model, const DeviceMap& map
   for (const TokenReads& r : per_token_reads(model, map, Device::meta(), {expert_classes}, options.dtype))
     if (r.device.is_disk()) on_disk = r.expert_bytes;
   if (on_disk == 0) return 0;
-  // Below one expert per layer with experts on disk, the cache's groups (one per layer) hold nothing that comes back
-  // before it is evicted: every miss would be copied for nothing.
-  const ModuleSizes sizes = compute_module_sizes(model, options.dtype, options.special_dtypes);
-  int64_t largest = 0;
-  std::unordered_set<std::string> layers;
+  std::vector<std::string> experts_on_disk;
   for (const std::string& e : expert_module_names(model, expert_classes))
-    if (const auto d = map.device_for(e); d && d->is_disk()) {
-      largest = std::max(largest, sizes[e]);
-      layers.insert(e.substr(0, e.rfind('.')));
-    }
+    if (const auto d = map.device_for(e); d && d->is_disk()) experts_on_disk.push_back(e);
+  const ExpertBytes b = expert_bytes(experts_on_disk,
+                                     compute_module_sizes(model, options.dtype, options.special_dtypes));
   const int64_t room = std::min(on_disk, unplanned_budget(model, map, options, Device::cpu()));
-  return room < largest * static_cast<int64_t>(layers.size()) ? 0 : room;
+  return room < b.one_per_layer() ? 0 : room;  // every miss would be copied for nothing
 }
 
 }  // namespace ferry
