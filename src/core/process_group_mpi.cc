@@ -65,42 +65,21 @@ class MpiGroup final : public ProcessGroup {
 
   void send(std::span<const std::byte> bytes, int to, int tag) override {
     check_peer(to, "send to");
-    for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
-      const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
-      MPI_Request req;
-      check(locked([&] { return MPI_Isend(bytes.data() + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req); }), "send to",
-            to);
-      wait(req, "send to", to, timeout());
-      if (bytes.empty()) break;
-    }
+    for (MPI_Request& req : isend_pieces(bytes, to, tag)) wait(req, "send to", to, timeout());
   }
 
   void send_async(std::shared_ptr<const void> keep, std::span<const std::byte> bytes, int to, int tag) override {
     check_peer(to, "send to");
-    Pending p{std::move(keep), {}, to};
-    for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
-      const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
-      MPI_Request req;
-      check(locked([&] { return MPI_Isend(bytes.data() + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req); }), "send to",
-            to);
-      p.requests.push_back(req);
-      if (bytes.empty()) break;
-    }
+    Pending p{std::move(keep), isend_pieces(bytes, to, tag), to};
     std::lock_guard lock(mutex_);
     pending_.push_back(std::move(p));
   }
 
   void flush() override {
-    const auto start = Clock::now();
-    auto nap = std::chrono::microseconds(0);
-    while (!deliver()) {
-      if (Clock::now() - start > timeout())
-        throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout().count() / 1000) +
-                        " s for rank " + std::to_string(first_pending_peer()) + " to take what it sent",
-                    "process group", "is that rank stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
-      nap = std::min<std::chrono::microseconds>(std::chrono::milliseconds(1), nap + std::chrono::microseconds(20));
-      std::this_thread::sleep_for(nap);
-    }
+    if (!poll(timeout(), [&] { return deliver(); }))
+      throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout().count() / 1000) +
+                      " s for rank " + std::to_string(first_pending_peer()) + " to take what it sent",
+                  "process group", "is that rank stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
   }
 
   void recv(std::span<std::byte> bytes, int from, int tag, std::chrono::milliseconds timeout) override {
@@ -124,28 +103,17 @@ class MpiGroup final : public ProcessGroup {
 
   std::optional<std::size_t> peek(int from, int tag) override {
     check_peer(from, "receive from");
-    const auto start = Clock::now();
-    auto nap = std::chrono::microseconds(0);
-    for (int polls = 0;; ++polls) {
-      int found = 0;
-      MPI_Status st;
-      check(locked([&] { return MPI_Iprobe(from, tag, MPI_COMM_WORLD, &found, &st); }), "receive from", from);
+    MPI_Status st;
+    const bool found = poll(timeout(), [&] {
+      int probed = 0;
+      check(locked([&] { return MPI_Iprobe(from, tag, MPI_COMM_WORLD, &probed, &st); }), "receive from", from);
       deliver();
-      if (found) {
-        int count = 0;
-        MPI_Get_count(&st, MPI_BYTE, &count);
-        return static_cast<std::size_t>(count);
-      }
-      if (polls > 64) {
-        nap = std::min<std::chrono::microseconds>(std::chrono::milliseconds(1), nap + std::chrono::microseconds(20));
-        std::this_thread::sleep_for(nap);
-      }
-      if (Clock::now() - start > timeout())
-        throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout().count() / 1000) +
-                        " s to receive from rank " + std::to_string(from) + " and nothing came",
-                    "process group",
-                    "is rank " + std::to_string(from) + " stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
-    }
+      return probed != 0;
+    });
+    if (!found) throw nothing_came("receive from", from, timeout());
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    return static_cast<std::size_t>(count);
   }
 
   void broadcast(std::span<std::byte> bytes, int root) override {
@@ -191,29 +159,55 @@ class MpiGroup final : public ProcessGroup {
   // (zero: none) cancels it and throws.
   void wait(MPI_Request& req, const char* what, int peer, std::chrono::milliseconds timeout,
             MPI_Status* status = nullptr) const {
+    MPI_Status st;
+    const bool done = poll(timeout, [&] {
+      int test = 0;
+      check(locked([&] { return MPI_Test(&req, &test, &st); }), what, peer);
+      deliver();
+      return test != 0;
+    });
+    if (!done) {
+      locked([&] { return MPI_Cancel(&req); });
+      throw nothing_came(what, peer, timeout);
+    }
+    if (status != nullptr) *status = st;
+  }
+
+  // Calls `ready` until it returns true, spinning at first and then sleeping between calls (from a few microseconds
+  // up to a millisecond); false once `timeout` (zero: none) has passed.
+  template <class Ready>
+  static bool poll(std::chrono::milliseconds timeout, Ready&& ready) {
     const auto start = Clock::now();
     auto nap = std::chrono::microseconds(0);
     for (int polls = 0;; ++polls) {
-      int done = 0;
-      MPI_Status st;
-      check(locked([&] { return MPI_Test(&req, &done, &st); }), what, peer);
-      deliver();
-      if (done) {
-        if (status != nullptr) *status = st;
-        return;
-      }
+      if (ready()) return true;
       if (polls > 64) {
         nap = std::min<std::chrono::microseconds>(std::chrono::milliseconds(1), nap + std::chrono::microseconds(20));
         std::this_thread::sleep_for(nap);
       }
-      if (timeout.count() > 0 && Clock::now() - start > timeout) {
-        locked([&] { return MPI_Cancel(&req); });
-        throw Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count() / 1000) + " s to " +
-                        what + " " + peer_name(peer) + " and nothing came",
-                    "process group",
-                    "is " + peer_name(peer) + " stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
-      }
+      if (timeout.count() > 0 && Clock::now() - start > timeout) return false;
     }
+  }
+
+  Error nothing_came(const char* what, int peer, std::chrono::milliseconds timeout) const {
+    return Error("rank " + std::to_string(rank_) + " waited " + std::to_string(timeout.count() / 1000) + " s to " +
+                     what + " " + peer_name(peer) + " and nothing came",
+                 "process group",
+                 "is " + peer_name(peer) + " stuck or dead? (FERRY_PG_TIMEOUT sets the wait, in seconds)");
+  }
+
+  // MPI_Isend of `bytes` in pieces of at most kPiece (one empty message for no bytes).
+  std::vector<MPI_Request> isend_pieces(std::span<const std::byte> bytes, int to, int tag) const {
+    std::vector<MPI_Request> requests;
+    for (std::size_t at = 0; at < bytes.size() || (at == 0 && bytes.empty()); at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, bytes.size() - at));
+      MPI_Request req;
+      check(locked([&] { return MPI_Isend(bytes.data() + at, n, MPI_BYTE, to, tag, MPI_COMM_WORLD, &req); }), "send to",
+            to);
+      requests.push_back(req);
+      if (bytes.empty()) break;
+    }
+    return requests;
   }
 
   // A send_async message: its requests (one per piece) and the owner of its bytes.
