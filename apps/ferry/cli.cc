@@ -461,7 +461,11 @@ void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& 
   std::fputs(format_plan(skeleton, plan.device_map, plan.options).c_str(), out);
   for (const TokenReads& r : plan.token_reads) {
     if (plan.experts.num_experts == 0) {
-      std::fprintf(out, "per token: %s read from %s", format_bytes(r.dense_bytes).c_str(), r.device.str().c_str());
+      std::fprintf(out, "per token: %s read from %s", format_bytes(static_cast<int64_t>(r.expected_bytes)).c_str(),
+                   r.device.str().c_str());
+      if (r.table_bytes > 0)
+        std::fprintf(out, " (embedding tables read by the row: %s of the %s there)",
+                     format_bytes(r.table_row_bytes).c_str(), format_bytes(r.table_bytes).c_str());
       if (r.prompt_bytes > 0) std::fprintf(out, " (and %s once per prompt)", format_bytes(r.prompt_bytes).c_str());
       std::fputs("\n", out);
       continue;
@@ -471,7 +475,7 @@ void print_plan(std::FILE* out, const nn::Module& skeleton, const PlannedModel& 
                  "%s of experts placed there)\n",
                  format_bytes(static_cast<int64_t>(r.expected_bytes)).c_str(), r.device.str().c_str(),
                  format_bytes(r.dense_bytes).c_str(),
-                 format_bytes(static_cast<int64_t>(r.expected_bytes) - r.dense_bytes).c_str(),
+                 format_bytes(static_cast<int64_t>(r.expected_bytes) - r.dense_bytes - r.table_row_bytes).c_str(),
                  static_cast<long long>(plan.experts.experts_per_token),
                  static_cast<long long>(plan.experts.num_experts), format_bytes(r.expert_bytes).c_str());
     if (r.device.is_disk() && r.expert_bytes > 0)

@@ -1,6 +1,8 @@
 // AlignDevicesHook (see include/ferry/big_modeling/align_devices_hook.h), after Accelerate's hooks.py.
 #include "ferry/big_modeling/align_devices_hook.h"
 
+#include <algorithm>
+
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
 
@@ -18,6 +20,41 @@ std::vector<std::string> AlignDevicesHook::offloaded_names(const nn::Module& mod
                                                   /*remove_non_persistent=*/true))
     out.push_back(name);
   return out;
+}
+
+std::vector<std::string> AlignDevicesHook::prefetched_names(const nn::Module& module) const {
+  std::vector<std::string> out = offloaded_names(module);
+  const std::string_view table = module.row_lookup_parameter();
+  if (!table.empty()) out.erase(std::remove(out.begin(), out.end(), table), out.end());
+  return out;
+}
+
+bool AlignDevicesHook::materialise_rows(nn::Module& module, nn::Args& args, Device exec) {
+  const std::string name(module.row_lookup_parameter());
+  if (name.empty() || !module.has_parameter(name)) return false;
+  nn::Value* ids_value = module.row_lookup_ids(args);
+  const std::shared_ptr<nn::TensorSlot>& slot = module.parameter_slot(name);
+  if (ids_value == nullptr || !slot->tensor.is_meta() || slot->tensor.dim() < 1) return false;
+  const Tensor ids = ids_value->tensor().to(Device::cpu());
+  if (ids.dtype() != DType::I64 && ids.dtype() != DType::I32) return false;
+  const int64_t vocab = slot->tensor.size(0);
+  std::vector<int64_t> rows(static_cast<std::size_t>(ids.numel()));
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    rows[static_cast<std::size_t>(i)] = ids.dtype() == DType::I64 ? ids.data<int64_t>()[i] : ids.data<int32_t>()[i];
+    if (rows[static_cast<std::size_t>(i)] < 0 || rows[static_cast<std::size_t>(i)] >= vocab) return false;
+  }
+  std::vector<int64_t> table_rows = rows;
+  std::sort(table_rows.begin(), table_rows.end());
+  table_rows.erase(std::unique(table_rows.begin(), table_rows.end()), table_rows.end());
+  Tensor table = opts_.weights_map->get_rows(name, table_rows).to(exec);
+  Tensor renumbered = Tensor::empty(ids.shape(), DType::I64);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    renumbered.data<int64_t>()[i] = std::lower_bound(table_rows.begin(), table_rows.end(), rows[i]) -
+                                    table_rows.begin();
+  *ids_value = nn::Value(renumbered);
+  row_table_meta_ = slot->tensor;
+  slot->tensor = std::move(table);
+  return true;
 }
 
 void AlignDevicesHook::init_hook(nn::Module& module) {
@@ -45,7 +82,7 @@ void AlignDevicesHook::init_hook(nn::Module& module) {
     if (opts_.tied_params_map && opts_.tied_params_map->count(nn::tensor_data_ptr(t))) tied_params_names_.insert(name);
     nn::set_module_tensor_to_device(module, name, Device::meta());
   }
-  if (opts_.prefetcher && opts_.weights_map) opts_.prefetcher->add(this, opts_.weights_map, offloaded_names(module));
+  if (opts_.prefetcher && opts_.weights_map) opts_.prefetcher->add(this, opts_.weights_map, prefetched_names(module));
   if (!opts_.execution_device) return;
   if (!opts_.offload_buffers) {
     for (auto& [name, t] : module.named_buffers(recurse))
@@ -76,7 +113,9 @@ nn::Args AlignDevicesHook::pre_forward(nn::Module& module, nn::Args args) {
     if (opts_.prefetcher) opts_.prefetcher->will_run(this);
     tied_pointers_to_remove_.clear();
     auto* tied = opts_.tied_params_map.get();
+    const bool rows = materialise_rows(module, args, exec);
     for (const auto& name : offloaded_names(module)) {
+      if (rows && name == module.row_lookup_parameter()) continue;
       Tensor value = opts_.weights_map->get(name);
       const void* ptr = nn::tensor_data_ptr(value);
       // Disk-backed values may come back at a new address each call, so tied entries are keyed on the fly.
@@ -90,6 +129,10 @@ nn::Args AlignDevicesHook::pre_forward(nn::Module& module, nn::Args args) {
 }
 
 void AlignDevicesHook::offload_to_meta(nn::Module& module) {
+  if (row_table_meta_.defined()) {
+    module.parameter_slot(module.row_lookup_parameter())->tensor = std::move(row_table_meta_);
+    row_table_meta_ = Tensor();
+  }
   for (const auto& name : offloaded_names(module)) nn::set_module_tensor_to_device(module, name, Device::meta());
   if (auto* tied = opts_.tied_params_map.get()) {
     for (auto& [ptr, device] : tied_pointers_to_remove_) {

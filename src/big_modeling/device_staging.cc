@@ -72,6 +72,10 @@ bool DeviceStagedWeights::prefetch(const std::string& key) const noexcept {
   return ok;
 }
 
+Tensor DeviceStagedWeights::get_rows(const std::string& key, std::span<const int64_t> rows) const {
+  return inner_->get_rows(key, rows).to(device_);
+}
+
 Tensor DeviceStagedWeights::get(const std::string& key) const {
   Staged s;
   bool found = false;

@@ -478,6 +478,65 @@ Tensor StagedReader::take(const FileRange& range, const Shape& shape, DType dtyp
   return impl_->wrap(r, shape, dtype, keep);
 }
 
+void StagedReader::read_rows(const FileRange& range, std::size_t row_bytes, std::span<const int64_t> rows, void* out) {
+  if (rows.empty() || row_bytes == 0) return;
+  // Rows closer than this share one read; no read is longer than kLongest unless a row is.
+  constexpr std::uint64_t kGap = 64 << 10, kLongest = 2 << 20;
+  struct Window {
+    std::uint64_t begin, end;
+    std::size_t first, last;  // rows[first, last)
+  };
+  std::vector<Window> windows;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::uint64_t at = range.offset + static_cast<std::uint64_t>(rows[i]) * row_bytes;
+    if (rows[i] < 0 || at + row_bytes > range.offset + range.length)
+      throw Error("row " + std::to_string(rows[i]) + " is outside the " + std::to_string(range.length / row_bytes) +
+                      " rows of the range",
+                  range.path.string());
+    const std::uint64_t begin = at / kBlock * kBlock, end = round_up(at + row_bytes, kBlock);
+    if (!windows.empty() && begin <= windows.back().end + kGap && end - windows.back().begin <= kLongest) {
+      windows.back().end = std::max(windows.back().end, end);
+      windows.back().last = i + 1;
+    } else {
+      windows.push_back({begin, end, i, i + 1});
+    }
+  }
+  std::size_t longest = 0;
+  for (const Window& w : windows) longest = std::max<std::size_t>(longest, w.end - w.begin);
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(impl_->shared->mu);
+    fd = impl_->file_locked(range.path);
+  }
+  std::unique_ptr<char, void (*)(char*)> buf(static_cast<char*>(aligned_host_alloc(longest, kBlock)),
+                                             [](char* p) { aligned_host_free(p); });
+  std::uint64_t total = 0;
+  const auto t0 = Clock::now();
+  for (const Window& w : windows) {
+    const std::uint64_t need = range.offset + static_cast<std::uint64_t>(rows[w.last - 1]) * row_bytes + row_bytes;
+    std::uint64_t got = 0;
+    while (w.begin + got < need) {
+      const ssize_t n = ::pread(fd, buf.get() + got, w.end - w.begin - got, static_cast<off_t>(w.begin + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Error(std::string("read failed: ") + std::strerror(errno), range.path.string());
+      if (n == 0)
+        throw Error("the file ends at byte " + std::to_string(w.begin + got) + ", before the rows' bytes",
+                    range.path.string(),
+                    "the file changed after the model was planned (truncated?); restore it or plan again");
+      got += static_cast<std::uint64_t>(n);
+    }
+    total += got;
+    for (std::size_t i = w.first; i < w.last; ++i) {
+      const std::uint64_t at = range.offset + static_cast<std::uint64_t>(rows[i]) * row_bytes;
+      std::memcpy(static_cast<char*>(out) + i * row_bytes, buf.get() + (at - w.begin), row_bytes);
+    }
+  }
+  std::lock_guard<std::mutex> lock(impl_->shared->mu);
+  impl_->shared->stats.bytes_read += total;
+  impl_->shared->stats.rows += rows.size();
+  impl_->shared->stats.read_seconds += seconds(Clock::now() - t0);
+}
+
 StagedReaderStats StagedReader::stats() const {
   std::lock_guard<std::mutex> lock(impl_->shared->mu);
   return impl_->shared->stats;

@@ -16,6 +16,19 @@ CachedWeightsMap::CachedWeightsMap(std::shared_ptr<const WeightsMap> inner, std:
   stats_.capacity = capacity_;
 }
 
+Tensor CachedWeightsMap::get_rows(const std::string& key, std::span<const int64_t> rows) const {
+  if (cacheable_ && cacheable_(key)) {
+    Tensor held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = entries_.find(key);
+      if (it != entries_.end()) held = it->second.tensor;
+    }
+    if (held.defined()) return gather_rows(held, rows, key);
+  }
+  return inner_->get_rows(key, rows);
+}
+
 Tensor CachedWeightsMap::get(const std::string& key) const {
   if (!cacheable_ || !cacheable_(key)) return inner_->get(key);
   {

@@ -107,9 +107,11 @@ T5Attention::T5Attention(const T5Config& c, bool has_relative_attention_bias, bo
   k = register_module("k", std::make_shared<nn::Linear>(c.d_model, inner, false, dtype));
   v = register_module("v", std::make_shared<nn::Linear>(c.d_model, inner, false, dtype));
   o = register_module("o", std::make_shared<nn::Linear>(inner, c.d_model, false, dtype));
-  if (has_relative_attention_bias)
+  if (has_relative_attention_bias) {
     relative_attention_bias = register_module(
         "relative_attention_bias", std::make_shared<nn::Embedding>(c.relative_attention_num_buckets, c.num_heads, dtype));
+    relative_attention_bias->read_whole_table();  // every bucket, for every call
+  }
 }
 
 Tensor T5Attention::compute_bias(int64_t query_length, int64_t key_length, int64_t past, Device device) {

@@ -21,4 +21,10 @@ Value Embedding::forward(const Args& args) {
   return ops::embedding(weight(), *ids);
 }
 
+Value* Embedding::row_lookup_ids(Args& args) const noexcept {
+  Value* v = !args.args.empty() ? &args.args[0] : args.kwargs.find("input");
+  if (v == nullptr) v = args.kwargs.find("input_ids");
+  return v != nullptr && v->is_tensor() ? v : nullptr;
+}
+
 }  // namespace ferry::nn

@@ -662,6 +662,19 @@ TEST_F(FerryCli, PlanShowsBothStrategiesForAT0ppShapedModel) {
 // Mixtures of experts (issue 32) through the command: inspect shows the experts, plan the bytes a token reads, the
 // llama.cpp-style flags move experts, --moe-plan layers is Accelerate's plan, and a run with every expert on disk
 // generates the resident ids with and without an expert cache, whose hits and misses the end-of-run report gives.
+// An untied embedding on disk costs a row per token: `ferry plan` says so, and the fast plan puts it there first.
+TEST_F(FerryCli, PlanCountsAnEmbeddingOnDiskByTheRow) {
+  const fs::path folder = dir_ / "llama";
+  ferry::nn::manual_seed(6);
+  ferry::test::write_random_hf_folder(folder, ferry::test::tiny_llama_config());  // untied: 96 x 32 f32 table
+  CliRun plan = ferry("plan " + folder.string() + " --max-memory cpu=40KB --device-map fast");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_CONTAINS(plan.out, "embedding tables read by the row: 128 B of the 12.00 KiB there");
+  CliRun json = ferry("plan " + folder.string() + " --max-memory cpu=40KB --device-map fast --json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(device_of(nlohmann::json::parse(json.out), "model.embed_tokens.weight"), "disk") << json.out;
+}
+
 TEST_F(FerryCli, MixtureOfExpertsFlagsPlanAndGenerate) {
   const fs::path folder = dir_ / "mixtral";
   ferry::nn::manual_seed(5);

@@ -79,7 +79,10 @@ TEST(FastPlan, T5KeepsTheDecoderInRamAndTheEncoderOnDisk) {
   EXPECT_EQ(fast.device_for("decoder.block.0.layer.0.SelfAttention.q.weight"), Device::cpu());
   EXPECT_EQ(fast.device_for("decoder.block.0.layer.1.EncDecAttention.k.weight"), Device::disk());
   EXPECT_EQ(fast.device_for("encoder.block.1.layer.1.DenseReluDense.wo.weight"), Device::disk());
-  EXPECT_EQ(fast.device_for("shared.weight"), Device::cpu());
+  // The shared embedding, tied only to the two lookups, is read by the row: it goes to disk last.
+  EXPECT_EQ(fast.device_for("shared.weight"), Device::disk());
+  EXPECT_EQ(plan(*skeleton(t5_v10_config()), total / 2, PlanStrategy::Fast).device_for("shared.weight"), Device::cpu())
+      << "tied to the head, it is read whole for every token";
   const auto a = reads(*t5, accelerate), f = reads(*t5, fast);
   EXPECT_LT(disk_bytes_per_token(f), disk_bytes_per_token(a) / 2) << accelerate.to_json() << "\n" << fast.to_json();
   // Per prompt, both read whatever lies on disk once.
@@ -95,15 +98,52 @@ TEST(FastPlan, T5KeepsTheDecoderInRamAndTheEncoderOnDisk) {
     }
 }
 
-// Decoder-only dense models have nothing read once per prompt: the fast plan is Accelerate's, for any budget.
-TEST(FastPlan, DecoderOnlyModelsGetAcceleratesPlan) {
-  for (const auto& config : {test::tiny_llama_config(), test::tiny_gpt2_config(), test::tiny_opt_config()}) {
+// Decoder-only dense models whose embeddings are tied to the head read everything whole for every token: the fast plan
+// is Accelerate's, for any budget.
+TEST(FastPlan, DecoderOnlyModelsWithTiedEmbeddingsGetAcceleratesPlan) {
+  nlohmann::json llama_tied = test::tiny_llama_config();
+  llama_tied["tie_word_embeddings"] = true;
+  for (const auto& config : {llama_tied, test::tiny_qwen2_config()}) {
     const auto model = skeleton(config);
+    ASSERT_TRUE(row_lookup_tables(*model).empty());
     const int64_t total = compute_module_sizes(*model)[""];
     for (int64_t cpu : {total / 5, total / 2, total * 2})
       EXPECT_EQ(plan(*model, cpu, PlanStrategy::Fast).to_json(), plan(*model, cpu, PlanStrategy::Accelerate).to_json())
           << config["model_type"] << " " << cpu;
   }
+}
+
+// An untied embedding costs a row per token wherever it is: the fast plan places it after the layers, which then
+// fill the RAM it leaves, and reads less per token; tables tied to the head are read whole and stay in order.
+TEST(FastPlan, UntiedEmbeddingsGoLastAndAreCountedByTheRow) {
+  const auto llama = skeleton(test::tiny_llama_config());  // untied
+  EXPECT_EQ(row_lookup_tables(*llama), (std::vector<std::string>{"model.embed_tokens.weight"}));
+  EXPECT_EQ(row_lookup_tables(*skeleton(test::tiny_gpt2_config())),
+            (std::vector<std::string>{"transformer.wpe.weight"}))
+      << "wte is tied to the head; the position table is not";
+  const auto t5_tables = row_lookup_tables(*skeleton(test::tiny_t5_config()));
+  EXPECT_EQ(t5_tables,
+            (std::vector<std::string>{"decoder.embed_tokens.weight", "encoder.embed_tokens.weight", "shared.weight"}));
+  EXPECT_TRUE(row_lookup_tables(*skeleton(t5_v10_config())).empty());
+
+  ModuleSizes sizes = compute_module_sizes(*llama);
+  const int64_t total = sizes[""], table = sizes["model.embed_tokens"];
+  int gained = 0;
+  for (int64_t cpu = total / 8; cpu < total; cpu += total / 16) {
+    const DeviceMap a = plan(*llama, cpu, PlanStrategy::Accelerate), f = plan(*llama, cpu, PlanStrategy::Fast);
+    const auto ra = reads(*llama, a), rf = reads(*llama, f);
+    EXPECT_LE(disk_bytes_per_token(rf), disk_bytes_per_token(ra)) << cpu;
+    if (disk_bytes_per_token(rf) < disk_bytes_per_token(ra)) {
+      ++gained;
+      EXPECT_EQ(f.device_for("model.embed_tokens.weight"), Device::disk()) << f.to_json();
+    }
+    for (const TokenReads& r : ra)  // the table on disk costs one row (32 f32) per token, not its 96 rows
+      if (r.device.is_disk() && a.device_for("model.embed_tokens.weight") == Device::disk()) {
+        EXPECT_EQ(r.table_bytes, table);
+        EXPECT_EQ(r.table_row_bytes, 32 * 4);
+      }
+  }
+  EXPECT_GT(gained, 0);
 }
 
 // The property the issue names: for random budgets (cpu alone, and a GPU before it) and every kind of model, the

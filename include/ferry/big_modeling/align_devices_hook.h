@@ -16,6 +16,13 @@
 // Departures from Accelerate: if the forward throws, forward_failed returns offloaded weights to meta (Accelerate
 // leaves them materialised); no class-name special cases (Linear8bitLt).
 //
+// Tables read by the row (beyond Accelerate): an offloaded module that looks rows up by id (nn::Embedding, see
+// nn::Module::row_lookup_parameter) gets, for each call, a table of just the rows its ids pick, read through
+// WeightsMap::get_rows, with the ids renumbered into it; its forward runs unchanged and its output is the same. An
+// embedding on disk then reads a row per generated token instead of the whole table (Accelerate reads the table).
+// The prefetcher never reads such a table ahead. Ids out of range, or a table a tied partner holds in memory, take
+// the whole-table path (the forward then reports bad ids as it always does).
+//
 // Prefetching (beyond Accelerate): with a Prefetcher in the options, the hook registers its module at init_hook
 // and announces each call at the start of pre_forward; the prefetcher then reads the next modules' weights through
 // their weights maps while this one computes (big_modeling/prefetch.h). Without one, loading is synchronous.
@@ -85,12 +92,17 @@ class AlignDevicesHook : public nn::ModelHook {
 
  private:
   void offload_to_meta(nn::Module& module);
+  /// The row path for a lookup module's table (above); false when the call takes the whole-table path.
+  bool materialise_rows(nn::Module& module, nn::Args& args, Device exec);
+  /// offloaded_names without a lookup module's table (what the prefetcher reads ahead).
+  std::vector<std::string> prefetched_names(const nn::Module& module) const;
 
   AlignDevicesOptions opts_;
   std::optional<Device> input_device_;
   std::map<std::string, Device> original_devices_;
   std::set<std::string> tied_params_names_;
   std::vector<std::pair<const void*, Device>> tied_pointers_to_remove_;
+  Tensor row_table_meta_;  // the table's meta tensor while a call holds its rows (defined only then)
 };
 
 }  // namespace ferry

@@ -41,8 +41,10 @@ enum class PlanStrategy {
   Accelerate,
   /// Cost-aware: what every generated token reads first (in module order), then experts (expert_module_classes),
   /// then the modules that run once per prompt (prompt_modules: a seq2seq model's encoder and its decoder's
-  /// cross-attention key and value projections). The fastest memory then holds what generation reads most often;
-  /// a model without prompt modules or experts (decoder-only, dense) gets Accelerate's plan.
+  /// cross-attention key and value projections), then tables read by the row (embeddings not tied to an lm_head,
+  /// row_lookup_tables in token_reads.h: a row per token wherever they are). The fastest memory then holds what
+  /// generation reads most often; a model with none of these (decoder-only, dense, tied embeddings) gets
+  /// Accelerate's plan, and so does any budget where Accelerate's order reads no more per token.
   Fast,
 };
 

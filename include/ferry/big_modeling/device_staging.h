@@ -36,6 +36,8 @@ class DeviceStagedWeights final : public io::WeightsMap {
 
   /// The weight on `device`: the prefetched copy when there is one (waiting for a copy under way), else copied now.
   Tensor get(const std::string& key) const override;
+  /// The rows from the inner map, copied to the device (synchronously: a lookup's few rows).
+  Tensor get_rows(const std::string& key, std::span<const int64_t> rows) const override;
   bool contains(const std::string& key) const override { return inner_->contains(key); }
   std::vector<std::string> keys() const override { return inner_->keys(); }
   std::size_t size() const override { return inner_->size(); }

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -112,7 +113,16 @@ class WeightsMap {
   /// are the caller's alone — nothing else views or reuses them — so that keeping them costs no copy. Default:
   /// get(key), not owned.
   virtual OwnedTensor get_to_keep(const std::string& key) const { return {get(key), false}; }
+  /// Rows `rows` (ascending, distinct) along the first dimension of the tensor of `key`, as one tensor
+  /// [rows.size(), ...] of its dtype on the device get() gives: what an embedding lookup of an offloaded table reads.
+  /// Throws ferry::Error naming the key for a 0-d tensor or a row out of range. Default: get(key), then a copy of
+  /// those rows. OffloadedWeightsLoader with a staged reader reads only the rows' bytes from disk.
+  virtual Tensor get_rows(const std::string& key, std::span<const int64_t> rows) const;
 };
+
+/// `rows` (ascending, distinct, within [0, t.size(0))) of `t` along its first dimension, copied (WeightsMap::get_rows
+/// over a tensor in memory). `key` names t in errors.
+Tensor gather_rows(const Tensor& t, std::span<const int64_t> rows, const std::string& key);
 
 /// Weights from RAM first, then from an offload folder. Accelerate: OffloadedWeightsLoader
 ///
@@ -131,6 +141,9 @@ class OffloadedWeightsLoader : public WeightsMap {
   Tensor get(const std::string& key) const override;
   /// Staged reads (set_staged_reader) give the staging buffer itself: it leaves the reader's pool (owned).
   OwnedTensor get_to_keep(const std::string& key) const override;
+  /// Disk entries under a staged reader: only the rows' bytes are read (StagedReader::read_rows); otherwise the rows
+  /// of get(key) (a mapped view touches only their pages).
+  Tensor get_rows(const std::string& key, std::span<const int64_t> rows) const override;
   bool contains(const std::string& key) const override;
   /// Disk entries: reads the bytes get() will map into the page cache (the safetensors range, or the whole .dat
   /// file). RAM entries: nothing.
@@ -182,6 +195,9 @@ class PrefixedDataset : public WeightsMap {
   bool contains(const std::string& key) const override { return dataset_->contains(prefix_ + key); }
   bool prefetch(const std::string& key) const noexcept override { return dataset_->prefetch(prefix_ + key); }
   OwnedTensor get_to_keep(const std::string& key) const override { return dataset_->get_to_keep(prefix_ + key); }
+  Tensor get_rows(const std::string& key, std::span<const int64_t> rows) const override {
+    return dataset_->get_rows(prefix_ + key, rows);
+  }
   /// The dataset's keys that start with the prefix (whole components), with the prefix removed. O(N).
   std::vector<std::string> keys() const override;
   std::size_t size() const override { return keys().size(); }
@@ -208,6 +224,9 @@ class AliasedWeightsMap : public WeightsMap {
   Tensor get(const std::string& key) const override { return dataset_->get(resolve(key)); }
   bool contains(const std::string& key) const override { return dataset_->contains(resolve(key)); }
   bool prefetch(const std::string& key) const noexcept override { return dataset_->prefetch(resolve(key)); }
+  Tensor get_rows(const std::string& key, std::span<const int64_t> rows) const override {
+    return dataset_->get_rows(resolve(key), rows);
+  }
   /// The dataset's keys, then the aliases. O(N).
   std::vector<std::string> keys() const override;
   std::size_t size() const override { return dataset_->size() + aliases_.size(); }

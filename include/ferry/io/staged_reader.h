@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "ferry/core/dtype.h"
@@ -59,6 +60,7 @@ struct StagedReaderStats {
   std::uint64_t evicted = 0;         ///< prefetched reads dropped unused (the forward passed them by)
   std::uint64_t declined = 0;        ///< prefetches not started: the pool held only reads still to be taken
   std::uint64_t kept = 0;            ///< take(..., keep) calls: buffers handed over to a cache
+  std::uint64_t rows = 0;            ///< rows read by read_rows (their bytes count in bytes_read)
   double read_seconds = 0;           ///< wall time the reader thread had reads in flight
   double wait_seconds = 0;           ///< time take() callers spent waiting for bytes
   std::size_t pool_peak = 0;         ///< most staging memory allocated at once
@@ -88,6 +90,12 @@ class StagedReader {
   /// pool at once, so the pool's room serves the next reads, and joins the pool again when the last view goes (freed
   /// instead when the pool is full by then). The buffer may be larger than the range (storage()->nbytes()).
   Tensor take(const FileRange& range, const Shape& shape, DType dtype, bool keep = false);
+
+  /// Reads rows `rows` (ascending, distinct) of the `row_bytes`-byte rows that fill `range` into `out` (rows.size()
+  /// × row_bytes bytes), now, on the calling thread: the blocks around each row (rows close together in one read),
+  /// outside the pool — an embedding lookup of a table on disk reads a row per token, not the table. Throws
+  /// ferry::Error naming the file when it cannot be read or ends early.
+  void read_rows(const FileRange& range, std::size_t row_bytes, std::span<const int64_t> rows, void* out);
 
   StagedReaderStats stats() const;
   const StagedReaderOptions& options() const noexcept;

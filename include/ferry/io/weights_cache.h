@@ -57,6 +57,8 @@ class CachedWeightsMap : public WeightsMap {
   /// A cached key needs no read (false) and becomes the most recently used — it is about to run, so the reads before
   /// it do not evict it; others are passed on.
   bool prefetch(const std::string& key) const noexcept override;
+  /// From the cached tensor when held (not counted as a hit), else from the inner map; nothing is cached.
+  Tensor get_rows(const std::string& key, std::span<const int64_t> rows) const override;
 
   WeightsCacheStats stats() const;
   const std::shared_ptr<const WeightsMap>& inner() const noexcept { return inner_; }

@@ -17,6 +17,14 @@ class Embedding : public Module {
   std::string type_name() const override { return "Embedding"; }
   Value forward(const Args& args) override;
   using Module::operator();
+  /// "weight": a call reads only the rows its ids pick (an offloaded table is read by the row), unless
+  /// read_whole_table() was called.
+  std::string_view row_lookup_parameter() const noexcept override { return by_row_ ? "weight" : ""; }
+  /// For a table whose calls pick most of its rows (T5's relative-position buckets): offloaded, it is read whole,
+  /// and plans count it as read whole.
+  void read_whole_table() noexcept { by_row_ = false; }
+  /// The ids: positional 0, "input" or "input_ids" (as forward takes them).
+  Value* row_lookup_ids(Args& args) const noexcept override;
 
   int64_t num_embeddings() const noexcept { return num_embeddings_; }
   int64_t embedding_dim() const noexcept { return embedding_dim_; }
@@ -24,6 +32,7 @@ class Embedding : public Module {
 
  private:
   int64_t num_embeddings_, embedding_dim_;
+  bool by_row_ = true;
 };
 
 }  // namespace ferry::nn

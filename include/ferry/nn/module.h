@@ -76,6 +76,17 @@ class Module {
   /// ModuleList has no forward). Call modules through operator(), never forward(), so hooks run.
   virtual Value forward(const Args& args);
 
+  /// A module whose forward reads only the rows of one direct parameter that integer ids among its arguments pick
+  /// (an embedding table) names that parameter; row_lookup_ids gives a call's ids (nullptr when it has none). An
+  /// offloading hook then reads just those rows and hands the forward a table of them, the ids renumbered into it
+  /// (AlignDevicesHook, big_modeling/align_devices_hook.h), so a table on disk costs a row per token, not the table.
+  /// Default: "" (the forward may read every parameter whole).
+  virtual std::string_view row_lookup_parameter() const noexcept { return {}; }
+  virtual Value* row_lookup_ids(Args& args) const noexcept {
+    (void)args;
+    return nullptr;
+  }
+
   /// hook.pre_forward -> forward -> hook.post_forward (or just forward without a hook). If any of the three
   /// throws, hook.forward_failed(*this) runs before the exception propagates, so the hook can restore the
   /// between-calls state (offloaded weights back to meta). The hook attached when the call starts serves the

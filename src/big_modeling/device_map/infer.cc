@@ -325,7 +325,7 @@ void Planner::fail_out_of_devices(const PlanItem& item) const {
 namespace {
 
 // The plan in the order `options` asks for: Accelerate's queue, with experts and (PlanStrategy::Fast) prompt modules
-// moved behind the rest.
+// and then tables read by the row moved behind the rest.
 DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options, bool fast) {
   PlanOptions o = options;
   for (const std::string& c : options.expert_module_classes)  // an expert is placed whole
@@ -345,6 +345,13 @@ DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const 
                                         options.prompt_modules.end();
     };
     planner.units_last(is_prompt);
+    // Tables read by the row (embeddings) cost a row per token wherever they are: behind everything.
+    const std::vector<std::string> tables = row_lookup_tables(model);
+    planner.units_last([&](const PlanItem& i) {
+      if (i.module == nullptr || i.module->row_lookup_parameter().empty()) return false;
+      const std::string param = (i.name.empty() ? "" : i.name + ".") + std::string(i.module->row_lookup_parameter());
+      return std::binary_search(tables.begin(), tables.end(), param);
+    });
     planner.open_tied_units();
   }
   if (!o.allow_disk) check_budget_can_fit(planner.sizes(), budget, o);
@@ -372,7 +379,7 @@ std::pair<double, double> token_reads_of(const nn::Module& model, const DeviceMa
 }  // namespace
 
 DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options) {
-  if (options.strategy != PlanStrategy::Fast || options.prompt_modules.empty())
+  if (options.strategy != PlanStrategy::Fast || (options.prompt_modules.empty() && row_lookup_tables(model).empty()))
     return plan_in_order(model, budget, options, false);
   // PlanStrategy::Fast promises never to read more per generated token than Accelerate's order. Placing prompt
   // modules last can lose where Accelerate's order fits everything: the main device keeps room for the largest
