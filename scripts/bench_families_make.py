@@ -11,6 +11,8 @@ FAMILY (the shapes of the Hub configs named; N layers instead of theirs where gi
   phi3    Phi-3-mini-4k: hidden 3072, MLP 8192, 32 heads of 96, vocabulary 32064, untied; 8 of 32 layers (1.1B)
   llama   TinyLlama-1.1B: hidden 2048, MLP 5632, 32 query / 4 KV heads of 64, vocabulary 32000, untied; all 22
           layers (1.1B; scripts/bench-amx)
+  llama3  Llama-3-8B: hidden 4096, MLP 14336, 32 query / 8 KV heads of 128, vocabulary 128256, untied; 4 of 32
+          layers by default (1.9B parameters, of which the embedding and the head are 1.05B: scripts/bench-plans)
   llama-draft  a draft for it: TinyLlama's vocabulary, hidden 768, MLP 2048, 12 query / 4 KV heads of 64, 6 layers
           (0.09B, a twelfth; scripts/bench-speculative)
 Weights are transformers' own initialisation (from_config), in bf16 (--dtype float16: f16); only the speed is
@@ -36,6 +38,9 @@ SHAPES = {
     "llama": dict(model_type="llama", hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
                   num_attention_heads=32, num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048,
                   rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False),
+    "llama3": dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=4,
+                   num_attention_heads=32, num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192,
+                   rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False),
     "llama-draft": dict(model_type="llama", hidden_size=768, intermediate_size=2048, num_hidden_layers=6,
                         num_attention_heads=12, num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048,
                         rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False),

@@ -326,7 +326,8 @@ namespace {
 
 // The plan in the order `options` asks for: Accelerate's queue, with experts and (PlanStrategy::Fast) prompt modules
 // and then tables read by the row moved behind the rest.
-DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options, bool fast) {
+DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options, bool fast,
+                        bool tables_last = false) {
   PlanOptions o = options;
   for (const std::string& c : options.expert_module_classes)  // an expert is placed whole
     if (std::find(o.no_split_module_classes.begin(), o.no_split_module_classes.end(), c) ==
@@ -346,12 +347,13 @@ DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const 
     };
     planner.units_last(is_prompt);
     // Tables read by the row (embeddings) cost a row per token wherever they are: behind everything.
-    const std::vector<std::string> tables = row_lookup_tables(model);
-    planner.units_last([&](const PlanItem& i) {
-      if (i.module == nullptr || i.module->row_lookup_parameter().empty()) return false;
-      const std::string param = (i.name.empty() ? "" : i.name + ".") + std::string(i.module->row_lookup_parameter());
-      return std::binary_search(tables.begin(), tables.end(), param);
-    });
+    const std::vector<std::string> tables = tables_last ? row_lookup_tables(model) : std::vector<std::string>{};
+    if (!tables.empty())
+      planner.units_last([&](const PlanItem& i) {
+        if (i.module == nullptr || i.module->row_lookup_parameter().empty()) return false;
+        const std::string param = (i.name.empty() ? "" : i.name + ".") + std::string(i.module->row_lookup_parameter());
+        return std::binary_search(tables.begin(), tables.end(), param);
+      });
     planner.open_tied_units();
   }
   if (!o.allow_disk) check_budget_can_fit(planner.sizes(), budget, o);
@@ -379,19 +381,31 @@ std::pair<double, double> token_reads_of(const nn::Module& model, const DeviceMa
 }  // namespace
 
 DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options) {
-  if (options.strategy != PlanStrategy::Fast || (options.prompt_modules.empty() && row_lookup_tables(model).empty()))
+  const bool tables = !row_lookup_tables(model).empty();
+  if (options.strategy != PlanStrategy::Fast || (options.prompt_modules.empty() && !tables))
     return plan_in_order(model, budget, options, false);
   // PlanStrategy::Fast promises never to read more per generated token than Accelerate's order. Placing prompt
   // modules last can lose where Accelerate's order fits everything: the main device keeps room for the largest
-  // module still queued, and a prompt module queued last keeps that room taken until the end. Then Accelerate's
-  // plan is the fast one.
-  DeviceMap fast = plan_in_order(model, budget, options, true);
-  DeviceMap accelerate = plan_in_order(model, budget, options, false);
-  const auto [fast_disk, fast_all] = token_reads_of(model, fast, budget, options);
-  const auto [acc_disk, acc_all] = token_reads_of(model, accelerate, budget, options);
-  if (fast_disk <= acc_disk && fast_all <= acc_all) return fast;
-  if (options.verbose) log_info("fast plan: Accelerate's order reads less per token for this budget; using it");
-  return accelerate;
+  // module still queued, and a prompt module queued last keeps that room taken until the end; a table queued last
+  // can likewise leave its room unused. So the candidates — prompt modules last, and tables behind them too — are
+  // each kept only when they read less per token (from disk, then in all) than the best so far, starting from
+  // Accelerate's plan.
+  DeviceMap best = plan_in_order(model, budget, options, false);
+  auto best_reads = token_reads_of(model, best, budget, options);
+  bool accelerate = true;
+  for (const bool tables_last : {false, true}) {
+    if (tables_last ? !tables : options.prompt_modules.empty()) continue;
+    DeviceMap candidate = plan_in_order(model, budget, options, true, tables_last);
+    const auto reads = token_reads_of(model, candidate, budget, options);
+    if (reads.first > best_reads.first || reads.second > best_reads.second) continue;
+    if (reads == best_reads && tables_last) continue;  // no gain: keep the plan closer to Accelerate's order
+    best = std::move(candidate);
+    best_reads = reads;
+    accelerate = false;
+  }
+  if (accelerate && options.verbose)
+    log_info("fast plan: Accelerate's order reads less per token for this budget; using it");
+  return best;
 }
 
 }  // namespace ferry::detail
