@@ -8,6 +8,7 @@
 
 #include "ferry/big_modeling/max_memory.h"
 #include "ferry/big_modeling/prefetch.h"
+#include "ferry/big_modeling/token_reads.h"  // row_lookup_tables
 #include "ferry/core/backend.h"
 #include "ferry/core/error.h"
 #include "ferry/core/logging.h"
@@ -26,14 +27,18 @@ std::uint64_t disk_bytes_of(const nn::Module& model, const DeviceMap& map) {
 namespace {
 
 // What each offloading hook loads at once (attach.cc puts one hook on every module with tensors of its own): the
-// bytes of a module's own parameters that `placed` selects, `per_tensor_extra` more for each; largest first.
+// bytes of a module's own parameters that `placed` selects, `per_tensor_extra` more for each; largest first. A table
+// read by the row (row_lookup_tables) is never loaded whole.
 std::vector<std::size_t> hook_loads(const nn::Module& model, const DeviceMap& map, bool (*placed)(Device),
                                     std::size_t per_tensor_extra) {
+  const std::vector<std::string> tables = row_lookup_tables(model);
   std::vector<std::size_t> loads;
   for (const auto& [prefix, module] : model.named_modules()) {
     std::size_t own = 0;
     for (const auto& [name, t] : module->named_parameters(/*recurse=*/false)) {
-      const auto d = map.device_for(prefix.empty() ? name : prefix + "." + name);
+      const std::string full = prefix.empty() ? name : prefix + "." + name;
+      if (std::binary_search(tables.begin(), tables.end(), full)) continue;
+      const auto d = map.device_for(full);
       if (d && placed(*d)) own += t.nbytes() + per_tensor_extra;
     }
     if (own > 0) loads.push_back(own);

@@ -93,10 +93,12 @@ TEST(OffloadPlan, ThePoolHoldsThePrefetchPlusTwoLargestLoadsAndNeverMoreThanTheD
   auto model = toy();
   const DeviceMap all{{"", Device::disk()}};
   const std::size_t disk = disk_bytes_of(*model, all);
-  // Loads of 4 MiB (MLP) and 8 MiB (embedding, head), each padded by two blocks: prefetch 0 holds the two 8 MiB
-  // ones, a deeper prefetch more, never more than the disk part.
-  EXPECT_EQ(staging_bytes_for(*model, all, 0), 2 * ((std::size_t{8} << 20) + 2 * 4096));
-  EXPECT_EQ(staging_bytes_for(*model, all, 2), 2 * ((std::size_t{8} << 20) + 2 * 4096) + 2 * ((std::size_t{4} << 20) + 2 * 4096));
+  // Loads of 4 MiB (MLP) and 8 MiB (head), each padded by two blocks; the 8 MiB embedding is read by the row, never
+  // loaded whole: prefetch 0 holds the head and an MLP (raised to the 16 MiB floor), a deeper prefetch more, never
+  // more than the disk part.
+  const std::size_t head = (std::size_t{8} << 20) + 2 * 4096, mlp = (std::size_t{4} << 20) + 2 * 4096;
+  EXPECT_EQ(staging_bytes_for(*model, all, 0), std::max(head + mlp, std::size_t{16} << 20));
+  EXPECT_EQ(staging_bytes_for(*model, all, 2), head + 3 * mlp);
   EXPECT_LE(staging_bytes_for(*model, all, 100), disk + (std::size_t{1} << 20));
   EXPECT_EQ(staging_bytes_for(*model, DeviceMap{{"", Device::cpu()}}, 2), 0u);
   // A big model: 4096 x 4096 f32 layers (64 MiB each, 8 of them): prefetch + 2 of them.
