@@ -327,7 +327,7 @@ namespace {
 // The plan in the order `options` asks for: Accelerate's queue, with experts and (PlanStrategy::Fast) prompt modules
 // and then tables read by the row moved behind the rest.
 DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options, bool fast,
-                        bool tables_last = false) {
+                        const std::vector<std::string>& tables_last = {}) {
   PlanOptions o = options;
   for (const std::string& c : options.expert_module_classes)  // an expert is placed whole
     if (std::find(o.no_split_module_classes.begin(), o.no_split_module_classes.end(), c) ==
@@ -347,12 +347,11 @@ DeviceMap plan_in_order(const nn::Module& model, const MaxMemory& budget, const 
     };
     planner.units_last(is_prompt);
     // Tables read by the row (embeddings) cost a row per token wherever they are: behind everything.
-    const std::vector<std::string> tables = tables_last ? row_lookup_tables(model) : std::vector<std::string>{};
-    if (!tables.empty())
+    if (!tables_last.empty())
       planner.units_last([&](const PlanItem& i) {
         if (i.module == nullptr || i.module->row_lookup_parameter().empty()) return false;
         const std::string param = (i.name.empty() ? "" : i.name + ".") + std::string(i.module->row_lookup_parameter());
-        return std::binary_search(tables.begin(), tables.end(), param);
+        return std::binary_search(tables_last.begin(), tables_last.end(), param);
       });
     planner.open_tied_units();
   }
@@ -381,9 +380,9 @@ std::pair<double, double> token_reads_of(const nn::Module& model, const DeviceMa
 }  // namespace
 
 DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, const PlanOptions& options) {
-  const bool tables = !row_lookup_tables(model).empty();
-  if (options.strategy != PlanStrategy::Fast || (options.prompt_modules.empty() && !tables))
-    return plan_in_order(model, budget, options, false);
+  if (options.strategy != PlanStrategy::Fast) return plan_in_order(model, budget, options, false);
+  const std::vector<std::string> tables = row_lookup_tables(model);
+  if (options.prompt_modules.empty() && tables.empty()) return plan_in_order(model, budget, options, false);
   // PlanStrategy::Fast promises never to read more per generated token than Accelerate's order. Placing prompt
   // modules last can lose where Accelerate's order fits everything: the main device keeps room for the largest
   // module still queued, and a prompt module queued last keeps that room taken until the end; a table queued last
@@ -394,8 +393,9 @@ DeviceMap infer_with_budget(const nn::Module& model, const MaxMemory& budget, co
   auto best_reads = token_reads_of(model, best, budget, options);
   bool accelerate = true;
   for (const bool tables_last : {false, true}) {
-    if (tables_last ? !tables : options.prompt_modules.empty()) continue;
-    DeviceMap candidate = plan_in_order(model, budget, options, true, tables_last);
+    if (tables_last ? tables.empty() : options.prompt_modules.empty()) continue;
+    DeviceMap candidate = plan_in_order(model, budget, options, true,
+                                        tables_last ? tables : std::vector<std::string>{});
     const auto reads = token_reads_of(model, candidate, budget, options);
     if (reads.first > best_reads.first || reads.second > best_reads.second) continue;
     if (reads == best_reads && tables_last) continue;  // no gain: keep the plan closer to Accelerate's order
