@@ -15,6 +15,7 @@
 #include "ferry/core/cpu_features.h"
 #include "ferry/core/tensor.h"
 #include "ferry/core/thread_pool.h"
+#include "ops/cpu/linear_kernels.h"
 #include "ops/cpu/quant_kernels.h"
 
 namespace {
@@ -74,13 +75,56 @@ void BM_QuantPrefill(benchmark::State& state, DType dtype, Isa isa) {
   state.counters["vs_tiles"] = t_tiles / t_gemm;
 }
 
+// The alternative an AMX CPU offers for prefill on quantized weights: dequantize them to bf16 (here the whole matrix,
+// Tensor::to, timed separately as `dequant_ms`) and run the bf16 AMX GEMM (ops::linear's amx_linear, x rounded to
+// bf16); GOPs counts the GEMM alone, vs_int8 is the AMX int8 GEMM's time ÷ (dequantization + bf16 GEMM).
+//   build/bench/bench_quant_gemm --benchmark_filter=ViaBf16
+void BM_QuantPrefillViaBf16(benchmark::State& state, DType dtype) {
+  const int64_t M = state.range(0), N = 2048, K = 2048;
+  if (!cpu_supports(Isa::AMX)) return state.SkipWithError("the CPU lacks AMX");
+  const Tensor w = random_f32({N, K}, 1).to(dtype), x = random_f32({M, K}, 2);
+  std::vector<float> y(static_cast<std::size_t>(M * N));
+  std::vector<uint8_t> xq;
+  double t_deq = 0, t_gemm = 0, t_int8 = 0;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    const Tensor wb = w.to(DType::BF16);
+    const double deq = seconds_since(t0);
+    t0 = Clock::now();
+    ops::cpu::amx_linear(wb.raw_data(), N, K, M, x.data<float>(), nullptr, y.data());
+    const double g = seconds_since(t0);
+    state.SetIterationTime(deq + g);
+    t_deq += deq, t_gemm += g;
+    t0 = Clock::now();
+    gemm(Isa::AMX, dtype, w.raw_data(), N, K, M, x.data<float>(), y.data(), xq);
+    t_int8 += seconds_since(t0);
+  }
+  const double n = double(state.iterations());
+  state.counters["GOPs"] = 2.0 * double(M) * double(N) * double(K) / 1e9 * n / t_gemm;
+  state.counters["dequant_ms"] = t_deq / n * 1e3;
+  state.counters["vs_int8"] = t_int8 / (t_deq + t_gemm);
+}
+BENCHMARK_CAPTURE(BM_QuantPrefillViaBf16, q8_0, DType::Q8_0)
+    ->ArgName("M")
+    ->Arg(64)
+    ->Arg(512)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_QuantPrefillViaBf16, q4_k, DType::Q4_K)
+    ->ArgName("M")
+    ->Arg(64)
+    ->Arg(512)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 // M: around the crossovers (quant_gemm_min_rows: 16 / 32 / 48 / 64 by ISA and type) and a long prefill.
 #define FERRY_QUANT_PREFILL(name, dt, isa)                                                                  \
   BENCHMARK_CAPTURE(BM_QuantPrefill, name, dt, isa)->ArgName("M")->Arg(8)->Arg(12)->Arg(16)->Arg(32)->Arg(48)->Arg(64) \
       ->Arg(512)->UseManualTime()->Unit(benchmark::kMillisecond)
-#define FERRY_QUANT_PREFILL_ISAS(name, dt)              \
-  FERRY_QUANT_PREFILL(name/avx512, dt, Isa::AVX512); \
-  FERRY_QUANT_PREFILL(name/avx2, dt, Isa::AVX2)
+#define FERRY_QUANT_PREFILL_ISAS(name, dt)             \
+  FERRY_QUANT_PREFILL(name / amx, dt, Isa::AMX);       \
+  FERRY_QUANT_PREFILL(name / avx512, dt, Isa::AVX512); \
+  FERRY_QUANT_PREFILL(name / avx2, dt, Isa::AVX2)
 FERRY_QUANT_PREFILL_ISAS(q8_0, DType::Q8_0);
 FERRY_QUANT_PREFILL_ISAS(q4_0, DType::Q4_0);
 FERRY_QUANT_PREFILL_ISAS(q4_1, DType::Q4_1);

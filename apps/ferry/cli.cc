@@ -220,7 +220,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 std::string cpu_kernels_description() {
   const Isa isa = cpu_isa();
   std::string d(isa_name(isa));
-  if (isa == Isa::AMX) d += " (bf16 linear layers on AMX tiles, the rest AVX-512)";
+  if (isa == Isa::AMX) d += " (bf16 linear layers and quantized prefill of 32+ tokens on AMX tiles, the rest AVX-512)";
   else if (isa == Isa::AVX512 && cpu_has_avx512_bf16()) d += " (bf16 linear layers with AVX512_BF16)";
   if (isa < Isa::AMX && !amx_unavailable_reason().empty())
     d += "; AMX not used: " + std::string(amx_unavailable_reason());

@@ -1,7 +1,7 @@
-// The quantized GEMM (prefill, ops/cpu/quant_gemm*.cc), with each ISA's kernels this CPU runs (AVX-512 VNNI, AVX2),
-// against a double reference on the same dequantized weights and 8-bit activations: the GEMV's arithmetic, so only
-// f32 summation noise may differ — for every quantized type, shapes that leave partial strips, panels, K blocks and
-// passes, with and without bias; levels at the extremes, where the AVX2 kernels' int16 partial sums reach their
+// The quantized GEMM (prefill, ops/cpu/quant_gemm*.cc), with each ISA's kernels this CPU runs (AMX, AVX-512 VNNI,
+// AVX2), against a double reference on the same dequantized weights and 8-bit activations: the GEMV's arithmetic, so
+// only f32 summation noise may differ — for every quantized type, shapes that leave partial strips, panels, K blocks
+// and passes, with and without bias; levels at the extremes, where the AVX2 kernels' int16 partial sums reach their
 // bounds; and through ops::linear, each row of a prefill equal to that row decoded alone.
 #include <gtest/gtest.h>
 
@@ -80,7 +80,7 @@ void reference(const Case& c, const std::vector<float>& xv, int64_t M, int64_t N
 // The ISAs with a quantized GEMM that this CPU runs.
 std::vector<Isa> gemm_isas() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::AVX2, Isa::AVX512})
+  for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::AMX})
     if (cpu_supports(isa)) isas.push_back(isa);
   return isas;
 }
@@ -91,9 +91,9 @@ TEST(QuantGemm, EveryTypeAndShapeMatchesTheDequantizedWeights) {
   struct Shape3 {
     int64_t M, N, K;
   };
-  // Tiles: 6 × 32 (AVX-512), 4 × 16 (AVX2). K = 1280: five K-quant blocks, two K blocks of 512 and a partial one;
-  // N = 33 / 100: partial strips and tasks; N = 8: half an AVX2 strip; M = 5 / 6 / 7 / 40: partial panels of either
-  // ISA; M = 600: two passes of 300 rows.
+  // Tiles: 16 × 32 (AMX), 6 × 32 (AVX-512), 4 × 16 (AVX2). K = 1280: five K-quant blocks, two K blocks of 512 and a
+  // partial one; N = 33 / 100: partial strips and tasks; N = 8: half an AVX2 strip; M = 5 / 6 / 7 / 40: partial panels
+  // of either ISA; M = 600: two passes of 300 rows.
   const Shape3 shapes[] = {{1, 1, 256},    {5, 33, 512},   {6, 8, 512},
                            {7, 64, 1280},  {40, 100, 768}, {600, 40, 256}};
   for (Isa isa : isas) {

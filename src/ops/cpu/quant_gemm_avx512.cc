@@ -155,8 +155,12 @@ void micro_t(int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t
 
 }  // namespace
 
-void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng, uint8_t* strip) {
+namespace {
+
+void pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng, uint8_t* strip,
+            bool signed_levels) {
   const int G = qgemm_group(wt);
+  const int offset = signed_levels ? qgemm_symmetric_offset(wt) : 0;
   const int64_t wg_bytes = qgemm_w_group_bytes(G);
   if (rows < kQgNR) std::memset(strip, 0, static_cast<std::size_t>(ng * wg_bytes));
   const std::size_t row_bytes = dtype_nbytes(wt, K);
@@ -167,6 +171,10 @@ void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int6
     const auto* row = static_cast<const uint8_t*>(w) + static_cast<std::size_t>(n0 + r) * row_bytes;
     for (int64_t u = u0; u < u1; ++u) {
       decode_unit(wt, row, u, unit);
+      if (offset != 0) {  // a·u + c with c = −offset·a  →  a·(u − offset)
+        unit.q = _mm256_sub_epi8(unit.q, _mm256_set1_epi8(static_cast<char>(offset)));
+        unit.c[0] = unit.c[1] = 0.0f;
+      }
       _mm256_store_si256(reinterpret_cast<__m256i*>(q), unit.q);
       if (G == 32) {
         put_group(strip + (u - u0) * wg_bytes, 32, r, q, unit.a[0], unit.c[0]);
@@ -176,6 +184,17 @@ void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int6
       }
     }
   }
+}
+
+}  // namespace
+
+void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng, uint8_t* strip) {
+  pack_w(wt, w, K, n0, rows, g0, ng, strip, false);
+}
+
+void qgemm_pack_w_signed(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng,
+                         uint8_t* strip) {
+  pack_w(wt, w, K, n0, rows, g0, ng, strip, true);
 }
 
 void qgemm_micro(int G, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr, int nr,

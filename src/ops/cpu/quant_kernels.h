@@ -140,6 +140,16 @@ inline constexpr int64_t kQgMC = 512;   // activation rows per pass (each weight
 /// q8_0 / q4_k / q5_k, 32 for q6_k (quant_gemm.cc gives the figures).
 int64_t quant_gemm_min_rows(Isa isa, DType wt);
 
+/// For the types whose weights are a·(u − offset) (q8_0, q4_0, q5_0, q6_k; c = −offset·a), that offset, else 0.
+inline int qgemm_symmetric_offset(DType wt) {
+  switch (wt) {
+    case DType::Q8_0: return 128;
+    case DType::Q4_0: return 8;
+    case DType::Q5_0: return 16;
+    case DType::Q6_K: return 32;
+    default: return 0;
+  }
+}
 /// The group size the GEMM uses for weights of `wt`: 32, or 16 for q6_k.
 inline int qgemm_group(DType wt) { return wt == DType::Q6_K ? 16 : 32; }
 /// Bytes of one group of a packed weight strip of nr rows, resp. of an activation panel of mr rows.
@@ -150,6 +160,9 @@ namespace avx512 {
 /// Packs weight rows [n0, n0 + rows) (rows ≤ kQgNR; the rest of the strip zero) × groups [g0, g0 + ng) of w ([N, K],
 /// dtype wt) into `strip` as described above.
 void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng, uint8_t* strip);
+/// As qgemm_pack_w, with the levels of the symmetric types (qgemm_symmetric_offset) signed: u − offset, c = 0.
+void qgemm_pack_w_signed(DType wt, const void* w, int64_t K, int64_t n0, int rows, int64_t g0, int64_t ng,
+                         uint8_t* strip);
 /// y[i · ldy + j] (i < mr, j < nr) = (accumulate ? y : bias ? bias[j] : 0) + Σ over ng groups of the packed activation
 /// panel xp and weight strip wp.
 void qgemm_micro(int G, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr, int nr,
@@ -169,6 +182,34 @@ void qgemm_pack_w(DType wt, const void* w, int64_t K, int64_t n0, int rows, int6
 void qgemm_micro(DType wt, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr, int nr,
                  bool accumulate, const float* bias);
 }  // namespace avx2
+
+// The AMX kernel (quant_gemm_amx.cc, ISA AMX): the AVX-512 weight strips as the B operand of TDPBSUD (a strip's two
+// 16-row halves are two B tiles; for the symmetric types signed levels and TDPBSSD, so no offset term), the
+// activations as the A operand: panels of kQgAmxMR rows laid out row by row within each group ([kQgAmxMR][G] levels,
+// then d_x and s_x as above). One tile product per strip half and group gives its 16 × 16 integer sums, scaled and
+// summed as the AVX-512 microkernel does.
+inline constexpr int kQgAmxMR = 16;  // activation rows per panel: the rows of an A tile
+
+namespace amx {
+/// Configures the calling thread's tiles for qgemm_micro with groups of G levels (once per task), resp. releases them.
+void qgemm_begin(int G);
+void qgemm_end();
+/// As avx512::qgemm_micro, for a kQgAmxMR-row panel of row-major groups and a kQgNR-row strip; between qgemm_begin(G)
+/// and qgemm_end(). With `signed_w` the strip's levels are signed and its offsets zero (qgemm_pack_w_signed: the
+/// symmetric types), which saves the offset term.
+void qgemm_micro(int G, bool signed_w, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr,
+                 int nr, bool accumulate, const float* bias);
+}  // namespace amx
+
+/// Rows of activations from which the quantized GEMM runs on the AMX tiles rather than AVX-512 VNNI, on an AMX CPU
+/// (q6_k never: its 16-element groups double the scaling per tile product). Measured, bench_quant_gemm, Sapphire
+/// Rapids, 2 threads, 2048 × 2048, AMX time ÷ AVX-512 time over the other seven types: at 8-12 rows 1.08-1.21 (a
+/// 16-row panel half empty), 16 rows 0.89-1.04, 32 rows 0.87-0.94, 64 rows 0.91-0.98, 512 rows 0.85-0.91; q6_k 1.09
+/// at 512.
+inline constexpr int64_t kQgAmxMinRows = 32;
+/// The ISA whose quantized GEMM kernels run M rows of weights `wt` on `isa`: AMX from kQgAmxMinRows rows (not q6_k),
+/// else AVX512 (or isa itself below it).
+Isa quant_gemm_isa(Isa isa, DType wt, int64_t M);
 
 /// Whether ops::linear of M rows of weights `wt` on `isa` takes the quantized GEMM.
 bool use_quant_gemm(Isa isa, DType wt, int64_t M);

@@ -215,7 +215,7 @@ void quant_gemv(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
                reinterpret_cast<QPair8*>(xp.data() + static_cast<std::size_t>(m) * pair_row_size));
     }
   });
-  if (gemm) return quant_gemm(isa, wt, w, N, K, M, xq.data(), row_size, bias, y);
+  if (gemm) return quant_gemm(quant_gemm_isa(isa, wt, M), wt, w, N, K, M, xq.data(), row_size, bias, y);
   const uint8_t* xrows = paired ? xp.data() : xq.data();
   const std::size_t xrow_size = paired ? pair_row_size : row_size;
   // Activation rows go in tiles of kQuantRowTile (their blocks stay in L2 while every weight row streams past);

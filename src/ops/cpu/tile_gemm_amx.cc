@@ -32,6 +32,9 @@ struct alignas(64) TileConfig {
 void configure_tiles() {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  // GCC 12's _tile_loadconfig does not tell the optimiser that it reads cfg, which may then drop the stores above
+  // (quant_gemm_amx.cc met it: every tile unconfigured, SIGILL). The empty asm reads it.
+  asm volatile("" : : "m"(cfg));
   _tile_loadconfig(&cfg);
 }
 
