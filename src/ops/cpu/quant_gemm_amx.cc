@@ -12,22 +12,11 @@
 // CPU: a standalone loop of tile products plus 64 FMAs takes the sum of their times. Per 16 × 16 × 32 tile product
 // the scaling is 3-4 vector instructions per row, inherent to formats with a scale per 32 weights and 32
 // activations; hence ~1.1x the AVX-512 GEMM rather than the tiles' peak.
-#include <immintrin.h>
-
-#include <cstring>
-
+#include "amx_tiles.h"
 #include "quant_kernels.h"
 
 namespace ferry::ops::cpu::amx {
 namespace {
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Tiles 0, 1: C (16 activation rows × 16 weight rows, int32), for even and odd groups; 2, 4: A (16 activation rows ×
 // G levels); 3, 5: B (G/4 rows of 16 weight rows × 4 levels).
@@ -36,10 +25,7 @@ void configure_tiles(int G) {
   for (int t : {0, 1}) cfg.colsb[t] = 64, cfg.rows[t] = 16;
   for (int t : {2, 4}) cfg.colsb[t] = static_cast<uint16_t>(G), cfg.rows[t] = 16;
   for (int t : {3, 5}) cfg.colsb[t] = 64, cfg.rows[t] = static_cast<uint8_t>(G / 4);
-  // GCC 12's _tile_loadconfig does not tell the optimiser that it reads cfg, which then dropped the stores above
-  // (every tile unconfigured: SIGILL at the first tile instruction). The empty asm reads it.
-  asm volatile("" : : "m"(cfg));
-  _tile_loadconfig(&cfg);
+  load_tile_config(cfg);
 }
 
 // Group g's sums into tile 0 (through A tile 2, B tile 3) or, odd, tile 1 (A 4, B 5). The tile numbers must be

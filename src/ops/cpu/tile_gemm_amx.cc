@@ -14,28 +14,17 @@
 #include <cstring>
 #include <vector>
 
+#include "amx_tiles.h"
 #include "linear_kernels.h"
 
 namespace ferry::ops::cpu::amx {
 namespace {
 
-// The tile palette (Intel SDM vol. 1, 18.2): every tile 16 rows × 64 bytes (C: 16 × 16 f32; A: 16 × 32 bf16;
-// B: 16 pairs-rows × 16 pairs).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
+// Every tile 16 rows × 64 bytes (C: 16 × 16 f32; A: 16 × 32 bf16; B: 16 pairs-rows × 16 pairs).
 void configure_tiles() {
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
-  // GCC 12's _tile_loadconfig does not tell the optimiser that it reads cfg, which may then drop the stores above
-  // (quant_gemm_amx.cc met it: every tile unconfigured, SIGILL). The empty asm reads it.
-  asm volatile("" : : "m"(cfg));
-  _tile_loadconfig(&cfg);
+  load_tile_config(cfg);
 }
 
 constexpr int64_t kChunk = 32;       // k per tile step (bf16)
