@@ -67,7 +67,10 @@ def test_gil_is_released_during_generate_and_forward(llama):
 
 
 def test_ctrl_c_interrupts_generate(llama):
-    # A model whose context is 2^20 tokens, asked for 10^6 tokens: only the interrupt can end this in time.
+    # A model whose context is 2^20 tokens, asked for 10^6 tokens: only the interrupt can end this in time. Python's
+    # own Ctrl-C handler for the test's duration: a process started in the background by a non-interactive shell
+    # inherits SIGINT ignored, and then Python installs none (the test then generated for ever).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     start = time.monotonic()
@@ -78,5 +81,6 @@ def test_ctrl_c_interrupts_generate(llama):
         pass
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 30
     assert llama.generate([[1, 2, 3]], max_new_tokens=3).shape[1] >= 4  # the model still works
