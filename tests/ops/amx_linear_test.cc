@@ -46,9 +46,9 @@ std::vector<float> rows_alone(const Tensor& x, const Tensor& w, const Tensor& b)
 TEST(AmxLinear, MatchesDoubleReferenceOnShapesWithTails) {
   SKIP_WITHOUT_AMX();
   ScopedIsa isa(Isa::AMX);
-  const std::vector<Shape3> shapes{{1, 64, 64},   {1, 70, 33},    {3, 17, 5},   {16, 128, 96},
-                                   {17, 33, 31},  {40, 100, 200}, {33, 64, 64}, {1, 200, 1000},
-                                   {50, 301, 77}, {64, 64, 2048}, {129, 96, 40}};
+  const std::vector<Shape3> shapes{{1, 64, 64},   {1, 70, 33},    {3, 17, 5},    {16, 128, 96},
+                                   {17, 33, 31},  {40, 100, 200}, {33, 64, 64},  {1, 200, 1000},
+                                   {50, 301, 77}, {64, 64, 2048}, {129, 96, 40}, {33, 70, 1100}};
   uint32_t seed = 100;
   for (const auto& s : shapes)
     for (bool with_bias : {false, true}) {
@@ -66,7 +66,8 @@ TEST(AmxLinear, MatchesDoubleReferenceOnShapesWithTails) {
 TEST(AmxLinear, EachRowAloneEqualsItsRowInAnyBatchBitForBit) {
   SKIP_WITHOUT_AMX();
   ScopedIsa isa(Isa::AMX);
-  const int64_t N = 150, K = 300;  // N: a partial group of 64 and of 32 rows; K: a tail chunk of 12
+  // N: a partial group of 64 and of 32 rows; K: 35 chunks of 32, the last a tail of 12.
+  const int64_t N = 150, K = 1100;
   const Tensor w = random_tensor({N, K}, DType::BF16, 7), b = random_tensor({N}, DType::F32, 8);
   for (int64_t M : {2, 15, 16, 17, 32, 33, 100}) {
     SCOPED_TRACE(testing::Message() << "M=" << M);
