@@ -104,18 +104,15 @@ void BM_QuantPrefillViaBf16(benchmark::State& state, DType dtype) {
   state.counters["dequant_ms"] = t_deq / n * 1e3;
   state.counters["vs_int8"] = t_int8 / (t_deq + t_gemm);
 }
-BENCHMARK_CAPTURE(BM_QuantPrefillViaBf16, q8_0, DType::Q8_0)
-    ->ArgName("M")
-    ->Arg(64)
-    ->Arg(512)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_QuantPrefillViaBf16, q4_k, DType::Q4_K)
-    ->ArgName("M")
-    ->Arg(64)
-    ->Arg(512)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+#define FERRY_QUANT_PREFILL_VIA_BF16(name, dt)        \
+  BENCHMARK_CAPTURE(BM_QuantPrefillViaBf16, name, dt) \
+      ->ArgName("M")                                  \
+      ->Arg(64)                                       \
+      ->Arg(512)                                      \
+      ->UseManualTime()                               \
+      ->Unit(benchmark::kMillisecond)
+FERRY_QUANT_PREFILL_VIA_BF16(q8_0, DType::Q8_0);
+FERRY_QUANT_PREFILL_VIA_BF16(q4_k, DType::Q4_K);
 
 // M: around the crossovers (quant_gemm_min_rows: 16 / 32 / 48 / 64 by ISA and type) and a long prefill.
 #define FERRY_QUANT_PREFILL(name, dt, isa)                                                                  \

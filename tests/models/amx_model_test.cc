@@ -68,6 +68,14 @@ Trace with_isa(Isa isa, CausalLM& model, const Tensor& ids = prompt()) {
   return greedy(model, ids);
 }
 
+// The decoder layers on disk (read at each forward into the staging pool), the rest on the cpu.
+DeviceMap layers_on_disk() {
+  return {{"model.embed_tokens", Device::cpu()},
+          {"model.layers", Device::disk()},
+          {"model.norm", Device::cpu()},
+          {"lm_head", Device::cpu()}};
+}
+
 TEST(AmxModels, DecoderFamiliesMatchAvx512ResidentAndOffloaded) {
   SKIP_WITHOUT_AMX();
   for (const auto& [name, config] :
@@ -81,11 +89,7 @@ TEST(AmxModels, DecoderFamiliesMatchAvx512ResidentAndOffloaded) {
     const Trace avx512 = with_isa(Isa::AVX512, *resident), amx = with_isa(Isa::AMX, *resident);
     expect_close(avx512, amx, "amx vs avx512, resident");
     // Layers on disk (read at each forward into the staging pool): the AMX path reads them as they arrive.
-    DeviceMap map{{"model.embed_tokens", Device::cpu()},
-                  {"model.layers", Device::disk()},
-                  {"model.norm", Device::cpu()},
-                  {"lm_head", Device::cpu()}};
-    auto offloaded = AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = map,
+    auto offloaded = AutoModelForCausalLM::from_pretrained(dir.path(), {.device_map = layers_on_disk(),
                                                                         .offload_folder = offload.path(),
                                                                         .prefetch = 2});
     const Trace amx_offloaded = with_isa(Isa::AMX, *offloaded);
@@ -117,12 +121,8 @@ TEST(AmxModels, QuantizedWeightsMatchAvx512ResidentAndOffloaded) {
     auto resident = AutoModelForCausalLM::from_pretrained(dir.path(), {.quantize = dt});
     const Trace amx = with_isa(Isa::AMX, *resident, long_prompt);
     expect_close(with_isa(Isa::AVX512, *resident, long_prompt), amx, "amx vs avx512, resident");
-    DeviceMap map{{"model.embed_tokens", Device::cpu()},
-                  {"model.layers", Device::disk()},
-                  {"model.norm", Device::cpu()},
-                  {"lm_head", Device::cpu()}};
     auto offloaded = AutoModelForCausalLM::from_pretrained(
-        dir.path(), {.device_map = map, .quantize = dt, .offload_folder = offload.path(), .prefetch = 2});
+        dir.path(), {.device_map = layers_on_disk(), .quantize = dt, .offload_folder = offload.path(), .prefetch = 2});
     const Trace amx_offloaded = with_isa(Isa::AMX, *offloaded, long_prompt);
     EXPECT_EQ(amx.ids, amx_offloaded.ids);
     EXPECT_EQ(amx.logits, amx_offloaded.logits);

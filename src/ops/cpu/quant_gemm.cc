@@ -191,13 +191,12 @@ void quant_gemm(Isa isa, DType wt, const void* w, int64_t N, int64_t K, int64_t 
       uint8_t* wp = weight_block_buffer();
       thread_local std::vector<float> acc;
       if (buffered) acc.resize(static_cast<std::size_t>(rows_per_pass * kQgNC));
-      float* out = buffered ? acc.data() : nullptr;
       const int64_t ldo = buffered ? kQgNC : N;
       if (kern.begin) kern.begin(G);
       for (int64_t nb = b0; nb < b1; ++nb) {
         const int64_t n0 = nb * kQgNC, nc = std::min(kQgNC, N - n0);
         const int64_t strips = (nc + NR - 1) / NR;
-        if (!buffered) out = y + m0 * N + n0;
+        float* out = buffered ? acc.data() : y + m0 * N + n0;
         for (int64_t kb = 0; kb < k_blocks; ++kb) {
           const int64_t g0 = kb * kc_groups, ng = std::min(kc_groups, groups - g0);
           const int64_t strip_bytes = ng * wg_bytes;

@@ -114,10 +114,8 @@ void qgemm_end() { _tile_release(); }
 
 void qgemm_micro(int G, bool signed_w, int64_t ng, const uint8_t* xp, const uint8_t* wp, float* y, int64_t ldy, int mr,
                  int nr, bool accumulate, const float* bias) {
-  if (G == 16) {  // q6_k, the one type with 16-element groups, is symmetric
-    if (signed_w) return micro_t<16, true>(ng, xp, wp, y, ldy, mr, nr, accumulate, bias);
-    return micro_t<16, false>(ng, xp, wp, y, ldy, mr, nr, accumulate, bias);
-  }
+  // q6_k, the one type with 16-element groups, is symmetric: its strips are always signed.
+  if (G == 16) return micro_t<16, true>(ng, xp, wp, y, ldy, mr, nr, accumulate, bias);
   if (signed_w) return micro_t<32, true>(ng, xp, wp, y, ldy, mr, nr, accumulate, bias);
   micro_t<32, false>(ng, xp, wp, y, ldy, mr, nr, accumulate, bias);
 }
